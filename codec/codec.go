@@ -1,0 +1,121 @@
+package codec
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// FormatVersion identifies the byte layout produced by the codes of this
+// package. It is bumped whenever an encoding would change, so stored shards
+// are never decoded with a different layout than the one that wrote them.
+const FormatVersion = 1
+
+// Errors returned by codes. Callers branch on them with errors.Is.
+var (
+	// ErrBadName is returned by Parse for a code name it cannot understand.
+	ErrBadName = errors.New("codec: bad code name")
+	// ErrBadParams is returned for parameters a family does not support.
+	ErrBadParams = errors.New("codec: unsupported parameters")
+	// ErrShardCount is returned when shards has the wrong number of entries.
+	ErrShardCount = errors.New("codec: wrong number of shards")
+	// ErrShardSize is returned when present shards differ in length or the
+	// length is not a multiple of ShardMultiple.
+	ErrShardSize = errors.New("codec: bad shard size")
+	// ErrTooFewShards is returned when fewer than DataShards shards are
+	// present, so nothing can be decoded.
+	ErrTooFewShards = errors.New("codec: too few shards to decode")
+)
+
+// Code is an MDS erasure code over a stripe of TotalShards shards.
+type Code interface {
+	// Name is the canonical name, e.g. "rs-6-3"; Parse(Name()) returns an
+	// equivalent code.
+	Name() string
+	// DataShards is k.
+	DataShards() int
+	// ParityShards is m = n - k.
+	ParityShards() int
+	// TotalShards is n.
+	TotalShards() int
+	// SubChunks is the sub-packetization alpha: how many sub-chunks each
+	// shard chunk is cut into. 1 for scalar codes such as RS.
+	SubChunks() int
+	// ShardMultiple is the granularity of shard lengths: every shard passed
+	// to Encode or Reconstruct must have a length that is a multiple of it.
+	ShardMultiple() int
+	// Encode computes the parity shards from the k data shards. Parity
+	// entries must be allocated with the data shards' length.
+	Encode(shards [][]byte) error
+	// Reconstruct fills every nil shard from the present ones. It needs at
+	// least k present shards.
+	Reconstruct(shards [][]byte) error
+	// ReconstructSome fills only the nil shards whose required entry is true.
+	ReconstructSome(shards [][]byte, required []bool) error
+}
+
+// Family is a code family name as it appears in a code name.
+type Family string
+
+// The code families.
+const (
+	FamilyRS   Family = "rs"
+	FamilyClay Family = "clay"
+	FamilyPM   Family = "pm"
+)
+
+// ParseName splits a code name "<family>-<k>-<m>" into its parts without
+// checking whether the family supports them.
+func ParseName(name string) (Family, int, int, error) {
+	parts := strings.Split(strings.ToLower(strings.TrimSpace(name)), "-")
+	if len(parts) != 3 {
+		return "", 0, 0, fmt.Errorf("%w %q: want <family>-<k>-<m>, e.g. rs-6-3", ErrBadName, name)
+	}
+	k, err1 := strconv.Atoi(parts[1])
+	m, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || k < 1 || m < 1 {
+		return "", 0, 0, fmt.Errorf("%w %q: k and m must be positive integers", ErrBadName, name)
+	}
+	return Family(parts[0]), k, m, nil
+}
+
+// Parse returns the code named name.
+func Parse(name string) (Code, error) {
+	fam, k, m, err := ParseName(name)
+	if err != nil {
+		return nil, err
+	}
+	switch fam {
+	case FamilyRS:
+		return NewRS(k, m)
+	default:
+		return newFamily(fam, k, m, name)
+	}
+}
+
+// checkShards validates the shard convention and returns the common shard
+// length (0 when no shard is present).
+func checkShards(c Code, shards [][]byte) (int, error) {
+	if len(shards) != c.TotalShards() {
+		return 0, fmt.Errorf("%w: got %d, want %d", ErrShardCount, len(shards), c.TotalShards())
+	}
+	size := -1
+	for i, s := range shards {
+		if s == nil {
+			continue
+		}
+		if size == -1 {
+			size = len(s)
+		} else if len(s) != size {
+			return 0, fmt.Errorf("%w: shard %d has %d bytes, shard sizes must be equal (%d)", ErrShardSize, i, len(s), size)
+		}
+	}
+	if size == -1 {
+		return 0, nil
+	}
+	if size%c.ShardMultiple() != 0 {
+		return 0, fmt.Errorf("%w: %d bytes is not a multiple of %d", ErrShardSize, size, c.ShardMultiple())
+	}
+	return size, nil
+}

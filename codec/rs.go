@@ -1,0 +1,81 @@
+package codec
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/reedsolomon"
+)
+
+// maxRSShards keeps RS in the classic GF(2^8) Vandermonde/Cauchy mode. The
+// library would switch to Leopard above 256 shards, which has a different
+// layout; we never want that for stored data.
+const maxRSShards = 256
+
+// RS is a systematic Reed-Solomon code from klauspost/reedsolomon.
+type RS struct {
+	k, m int
+	enc  reedsolomon.Encoder
+}
+
+var _ Code = (*RS)(nil)
+
+// NewRS returns the rs-k-m code.
+func NewRS(k, m int) (*RS, error) {
+	if k < 1 || m < 1 || k+m > maxRSShards {
+		return nil, fmt.Errorf("%w: rs-%d-%d: need k >= 1, m >= 1, k+m <= %d", ErrBadParams, k, m, maxRSShards)
+	}
+	// WithAutoGoroutines would size goroutines for a shard length; a stripe
+	// chunk is at most a few MiB and callers already encode stripes in
+	// parallel, so one goroutine per call keeps CPU use predictable.
+	enc, err := reedsolomon.New(k, m, reedsolomon.WithMaxGoroutines(1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: rs-%d-%d: %w", ErrBadParams, k, m, err)
+	}
+	return &RS{k: k, m: m, enc: enc}, nil
+}
+
+func (c *RS) Name() string       { return fmt.Sprintf("rs-%d-%d", c.k, c.m) }
+func (c *RS) DataShards() int    { return c.k }
+func (c *RS) ParityShards() int  { return c.m }
+func (c *RS) TotalShards() int   { return c.k + c.m }
+func (c *RS) SubChunks() int     { return 1 }
+func (c *RS) ShardMultiple() int { return 1 }
+
+// Encoder exposes the underlying reedsolomon encoder for callers that need
+// its low-level extensions (e.g. progressive decoding for PUSH chains).
+func (c *RS) Encoder() reedsolomon.Encoder { return c.enc }
+
+func (c *RS) Encode(shards [][]byte) error {
+	if _, err := checkShards(c, shards); err != nil {
+		return err
+	}
+	return mapRSErr(c.enc.Encode(shards))
+}
+
+func (c *RS) Reconstruct(shards [][]byte) error {
+	if _, err := checkShards(c, shards); err != nil {
+		return err
+	}
+	return mapRSErr(c.enc.Reconstruct(shards))
+}
+
+func (c *RS) ReconstructSome(shards [][]byte, required []bool) error {
+	if _, err := checkShards(c, shards); err != nil {
+		return err
+	}
+	return mapRSErr(c.enc.ReconstructSome(shards, required))
+}
+
+func mapRSErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, reedsolomon.ErrTooFewShards):
+		return fmt.Errorf("%w: %w", ErrTooFewShards, err)
+	case errors.Is(err, reedsolomon.ErrShardSize), errors.Is(err, reedsolomon.ErrShardNoData):
+		return fmt.Errorf("%w: %w", ErrShardSize, err)
+	default:
+		return err
+	}
+}
