@@ -1,0 +1,345 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Role is what a member does.
+type Role string
+
+// The roles.
+const (
+	RoleShard   Role = "shard"
+	RoleGateway Role = "gateway"
+)
+
+// State is a member's liveness as this node sees it.
+type State string
+
+// The states.
+const (
+	StateAlive   State = "alive"
+	StateSuspect State = "suspect"
+	StateDead    State = "dead"
+	StateLeft    State = "left"
+)
+
+// Meta is what a member advertises through gossip. memberlist caps node
+// metadata at 512 bytes, so keep it compact.
+type Meta struct {
+	Role Role   `json:"r"`
+	HTTP string `json:"h"`           // host:port of its HTTP API (S3 for gateways, shard API for shard servers)
+	Zone string `json:"z,omitempty"` // failure domain; placement may spread over zones
+	// Capacity is the disk size in bytes (0 if unknown).
+	Capacity int64 `json:"c,omitempty"`
+	// Replaces names a dead node this (new, empty) server replaces.
+	Replaces string `json:"rp,omitempty"`
+}
+
+// Member is one node of the cluster.
+type Member struct {
+	ID     string    `json:"id"`
+	Gossip string    `json:"gossip"` // host:port memberlist listens on
+	State  State     `json:"state"`
+	Since  time.Time `json:"since"` // when State last changed, as seen here
+	Meta
+}
+
+// Alive reports whether the member counts as up (alive or only suspected).
+func (m Member) Alive() bool { return m.State == StateAlive || m.State == StateSuspect }
+
+// Config configures a cluster node.
+type Config struct {
+	// NodeID is the stable node ID; it is the memberlist node name.
+	NodeID string
+	// BindAddr and BindPort are where gossip listens (UDP and TCP).
+	BindAddr string
+	BindPort int
+	// AdvertiseAddr and AdvertisePort override what is told to peers
+	// (e.g. behind NAT); empty/0 means the bind address.
+	AdvertiseAddr string
+	AdvertisePort int
+	// Join lists host:port of existing members to contact at start.
+	Join []string
+	// Secret is the cluster secret; gossip is encrypted and authenticated
+	// with a key derived from it, so outsiders cannot join or listen.
+	Secret string
+	// Meta is advertised to peers.
+	Meta Meta
+	// Profile picks memberlist timing: "lan" (default) or "local" (fast
+	// failure detection, for one machine and tests).
+	Profile string
+	Logger  *slog.Logger
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return errors.New("cluster: empty node ID")
+	case c.BindPort < 0 || c.BindPort > 65535:
+		return fmt.Errorf("cluster: bad gossip port %d", c.BindPort)
+	case c.Secret == "":
+		return errors.New("cluster: empty cluster secret")
+	case c.Meta.Role != RoleShard && c.Meta.Role != RoleGateway:
+		return fmt.Errorf("cluster: unknown role %q", c.Meta.Role)
+	case c.Profile != "" && c.Profile != "lan" && c.Profile != "local":
+		return fmt.Errorf("cluster: unknown profile %q (lan or local)", c.Profile)
+	}
+	return nil
+}
+
+// Node is this process's membership in the cluster.
+type Node struct {
+	ml     *memberlist.Memberlist
+	log    *slog.Logger
+	events chan Event
+
+	mu struct {
+		sync.Mutex
+		meta    []byte            // our encoded Meta, served to memberlist
+		members map[string]Member // every node ever seen, by ID
+	}
+}
+
+// Event reports a membership change.
+type Event struct {
+	Member Member
+}
+
+// Start creates the memberlist and joins the given peers. A failed join is
+// not fatal when Join is empty or when at least one peer answered; the node
+// keeps retrying unreachable peers in the background until ctx ends.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{log: cfg.Logger, events: make(chan Event, 256)}
+	n.mu.members = make(map[string]Member)
+	meta, err := json.Marshal(cfg.Meta)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: encode meta: %w", err)
+	}
+	if len(meta) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("cluster: node meta is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
+	}
+	n.mu.meta = meta
+
+	mc := memberlist.DefaultLANConfig()
+	if cfg.Profile == "local" {
+		mc = memberlist.DefaultLocalConfig()
+	}
+	mc.Name = cfg.NodeID
+	mc.BindAddr = cfg.BindAddr
+	mc.BindPort = cfg.BindPort
+	mc.AdvertiseAddr = cfg.AdvertiseAddr
+	mc.AdvertisePort = cfg.AdvertisePort
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = cfg.BindPort
+	}
+	key := sha256.Sum256([]byte("regen-gossip:" + cfg.Secret))
+	mc.SecretKey = key[:]
+	// A restarted server keeps its ID but may get a new address; let it
+	// reclaim its name quickly instead of being refused as a conflict.
+	mc.DeadNodeReclaimTime = time.Second
+	mc.Delegate = delegate{n}
+	mc.Events = eventDelegate{n}
+	mc.Logger = log.New(&slogWriter{cfg.Logger}, "", 0)
+
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start gossip on %s: %w", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.BindPort)), err)
+	}
+	n.ml = ml
+	if len(cfg.Join) > 0 {
+		if _, err := ml.Join(cfg.Join); err != nil {
+			n.log.Warn("cluster join failed, retrying in background", "peers", cfg.Join, "err", err)
+			go n.rejoin(ctx, cfg.Join)
+		}
+	}
+	return n, nil
+}
+
+// rejoin retries joining until one peer answers or ctx ends.
+func (n *Node) rejoin(ctx context.Context, peers []string) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := n.ml.Join(peers); err == nil {
+				n.log.Info("cluster joined", "peers", peers)
+				return
+			}
+		}
+	}
+}
+
+// ID is this node's ID.
+func (n *Node) ID() string { return n.ml.LocalNode().Name }
+
+// GossipAddr is the address this node gossips on.
+func (n *Node) GossipAddr() string { return n.ml.LocalNode().Address() }
+
+// Events delivers membership changes. It is buffered; when the consumer is
+// slow, events are dropped (Members is always current).
+func (n *Node) Events() <-chan Event { return n.events }
+
+// Members returns every node seen so far, this one included, sorted by ID.
+func (n *Node) Members() []Member {
+	// Suspicion is only visible by asking memberlist; merge it in.
+	suspect := map[string]bool{}
+	for _, m := range n.ml.Members() {
+		if m.State == memberlist.StateSuspect {
+			suspect[m.Name] = true
+		}
+	}
+	n.mu.Lock()
+	out := make([]Member, 0, len(n.mu.members))
+	for _, m := range n.mu.members {
+		if suspect[m.ID] && m.State == StateAlive {
+			m.State = StateSuspect
+		}
+		out = append(out, m)
+	}
+	n.mu.Unlock()
+	slices.SortFunc(out, func(a, b Member) int { return cmpString(a.ID, b.ID) })
+	return out
+}
+
+// Live returns the alive (or suspect) members with the given role.
+func (n *Node) Live(role Role) []Member {
+	var out []Member
+	for _, m := range n.Members() {
+		if m.Role == role && m.Alive() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Member returns the member with the given ID.
+func (n *Node) Member(id string) (Member, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m, ok := n.mu.members[id]
+	return m, ok
+}
+
+// UpdateMeta changes what this node advertises and gossips it.
+func (n *Node) UpdateMeta(meta Meta) error {
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return fmt.Errorf("cluster: encode meta: %w", err)
+	}
+	n.mu.Lock()
+	n.mu.meta = b
+	n.mu.Unlock()
+	return n.ml.UpdateNode(5 * time.Second)
+}
+
+// Leave tells peers this node is going away, then stops gossip.
+func (n *Node) Leave(timeout time.Duration) error {
+	err := n.ml.Leave(timeout)
+	return errors.Join(err, n.ml.Shutdown())
+}
+
+// Shutdown stops gossip without telling peers (they will see it die).
+func (n *Node) Shutdown() error { return n.ml.Shutdown() }
+
+func (n *Node) record(node *memberlist.Node, state State) {
+	var meta Meta
+	if err := json.Unmarshal(node.Meta, &meta); err != nil {
+		n.log.Warn("cluster: member with unreadable meta", "node", node.Name, "err", err)
+		return
+	}
+	m := Member{ID: node.Name, Gossip: node.Address(), State: state, Meta: meta}
+	n.mu.Lock()
+	old, had := n.mu.members[m.ID]
+	m.Since = time.Now()
+	if had && old.State == state {
+		m.Since = old.Since
+	}
+	n.mu.members[m.ID] = m
+	n.mu.Unlock()
+	if !had || old.State != state || old.Meta != meta {
+		n.log.Info("cluster member", "node", m.ID, "role", m.Role, "http", m.HTTP, "state", state)
+		select {
+		case n.events <- Event{Member: m}:
+		default:
+		}
+	}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// delegate serves our metadata to memberlist. memberlist calls it from its
+// own goroutines; it must not block.
+type delegate struct{ n *Node }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	d.n.mu.Lock()
+	defer d.n.mu.Unlock()
+	return slices.Clone(d.n.mu.meta)
+}
+func (d delegate) NotifyMsg([]byte)                           {}
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d delegate) LocalState(join bool) []byte                { return nil }
+func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// eventDelegate records membership changes; called serially by memberlist.
+type eventDelegate struct{ n *Node }
+
+func (e eventDelegate) NotifyJoin(node *memberlist.Node)   { e.n.record(node, StateAlive) }
+func (e eventDelegate) NotifyUpdate(node *memberlist.Node) { e.n.record(node, StateAlive) }
+func (e eventDelegate) NotifyLeave(node *memberlist.Node) {
+	state := StateDead
+	if node.State == memberlist.StateLeft {
+		state = StateLeft
+	}
+	e.n.record(node, state)
+}
+
+// slogWriter turns memberlist's log lines into debug records.
+type slogWriter struct{ l *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	w.l.Debug("memberlist", "msg", string(trimNL(p)))
+	return len(p), nil
+}
+
+func trimNL(p []byte) []byte {
+	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+var _ io.Writer = (*slogWriter)(nil)

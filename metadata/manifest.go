@@ -1,0 +1,170 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Manifest describes one object version (or a delete tombstone).
+//
+// Geometry: each part is cut into stripes of DataShards*ChunkSize bytes; the
+// last stripe may be shorter, and its shard chunk length is the smallest
+// multiple of the code's ShardMultiple that holds its share (see
+// Part.StripeChunks). On each placement server a part is one shard file
+// holding that server's chunk of every stripe, back to back.
+type Manifest struct {
+	Bucket  string  `json:"bucket"`
+	Key     string  `json:"key"`
+	Version Version `json:"version"`
+	// Deleted marks a tombstone: the key was deleted at Version.
+	Deleted bool `json:"deleted,omitempty"`
+
+	Size         int64             `json:"size"`
+	ETag         string            `json:"etag"` // without quotes
+	ContentType  string            `json:"content_type,omitempty"`
+	UserMeta     map[string]string `json:"user_meta,omitempty"`     // x-amz-meta-* without prefix, lowercased keys
+	Headers      map[string]string `json:"headers,omitempty"`       // Cache-Control, Content-Disposition, ... as sent
+	StorageClass string            `json:"storage_class,omitempty"` // as reported to S3 clients
+	Modified     time.Time         `json:"modified"`
+
+	// Code is the codec name, e.g. "rs-6-3"; CodecFormat the codec.FormatVersion.
+	Code        string `json:"code"`
+	CodecFormat int    `json:"codec_format"`
+	// ChunkSize is the shard chunk length of every full stripe.
+	ChunkSize int64 `json:"chunk_size"`
+	// Placement lists the node IDs holding shard 0..n-1, in shard order.
+	Placement []string `json:"placement"`
+	// Parts in order; a single-part PUT has exactly one.
+	Parts []Part `json:"parts,omitempty"`
+	// Inline holds the whole object when it is small; then Parts is empty.
+	Inline []byte `json:"inline,omitempty"`
+}
+
+// Part is one independently encoded stripe group: a whole single-part object
+// or one part of a multipart upload.
+type Part struct {
+	Number int    `json:"number"`
+	ID     string `json:"id"` // shard file ID, unique per part; never derived from the key
+	Size   int64  `json:"size"`
+	ETag   string `json:"etag,omitempty"`
+	// ShardCRC is the CRC-32C of each whole shard file's data, by shard
+	// index, so a rebuilt shard can be verified before it is used.
+	ShardCRC []uint32 `json:"shard_crc"`
+}
+
+// Errors returned by Validate.
+var ErrInvalidManifest = errors.New("metadata: invalid manifest")
+
+// Validate checks the invariants every stored manifest must hold.
+func (m *Manifest) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w %s/%s: %s", ErrInvalidManifest, m.Bucket, m.Key, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case m.Bucket == "":
+		return bad("empty bucket")
+	case m.Key == "":
+		return bad("empty key")
+	case m.Version.IsZero():
+		return bad("zero version")
+	}
+	if m.Deleted {
+		return nil
+	}
+	if m.Size < 0 {
+		return bad("negative size")
+	}
+	if m.Inline != nil || m.Size == 0 {
+		if int64(len(m.Inline)) != m.Size {
+			return bad("inline data has %d bytes, size is %d", len(m.Inline), m.Size)
+		}
+		return nil
+	}
+	if m.Code == "" || m.ChunkSize <= 0 || len(m.Placement) == 0 || len(m.Parts) == 0 {
+		return bad("striped object needs code, chunk size, placement and parts")
+	}
+	seen := make(map[string]bool, len(m.Placement))
+	for _, id := range m.Placement {
+		if seen[id] {
+			return bad("node %s holds two shards of one stripe", id)
+		}
+		seen[id] = true
+	}
+	var total int64
+	for _, p := range m.Parts {
+		if p.ID == "" || p.Size < 0 || len(p.ShardCRC) != len(m.Placement) {
+			return bad("part %d: needs ID, size and one CRC per shard", p.Number)
+		}
+		total += p.Size
+	}
+	if total != m.Size {
+		return bad("parts add up to %d bytes, size is %d", total, m.Size)
+	}
+	return nil
+}
+
+// Newer reports whether m should replace cur (nil cur means nothing stored).
+func (m *Manifest) Newer(cur *Manifest) bool {
+	return cur == nil || cur.Version.Less(m.Version)
+}
+
+// StripeGeometry describes how a part of size bytes is cut into stripes.
+type StripeGeometry struct {
+	K         int   // data shards
+	ChunkSize int64 // shard chunk of a full stripe
+	Multiple  int64 // code's ShardMultiple
+}
+
+// Stripes returns the number of stripes of a part of size bytes.
+func (g StripeGeometry) Stripes(size int64) int64 {
+	full := int64(g.K) * g.ChunkSize
+	return (size + full - 1) / full
+}
+
+// Chunk returns the shard chunk length of stripe s of a part of size bytes,
+// and the number of data bytes that stripe holds.
+func (g StripeGeometry) Chunk(size int64, s int64) (chunk, data int64) {
+	full := int64(g.K) * g.ChunkSize
+	start := s * full
+	data = min(full, size-start)
+	if data == full {
+		return g.ChunkSize, data
+	}
+	per := (data + int64(g.K) - 1) / int64(g.K)
+	chunk = (per + g.Multiple - 1) / g.Multiple * g.Multiple
+	return chunk, data
+}
+
+// ShardFileSize is the data length of every shard file of a part.
+func (g StripeGeometry) ShardFileSize(size int64) int64 {
+	n := g.Stripes(size)
+	if n == 0 {
+		return 0
+	}
+	last, _ := g.Chunk(size, n-1)
+	return (n-1)*g.ChunkSize + last
+}
+
+// Bucket is a bucket record. Every shard server keeps every bucket record.
+type Bucket struct {
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	Version Version   `json:"version"`
+	Deleted bool      `json:"deleted,omitempty"`
+	// Code is the bucket's default code name; empty means the cluster default.
+	Code string `json:"code,omitempty"`
+}
+
+// ListEntry is one row of a shard server's listing: a key's newest manifest
+// summary, or a common prefix when a delimiter was given.
+type ListEntry struct {
+	Key          string    `json:"key,omitempty"`
+	Prefix       string    `json:"prefix,omitempty"` // set for a common prefix
+	Version      Version   `json:"version"`
+	Deleted      bool      `json:"deleted,omitempty"`
+	Size         int64     `json:"size,omitempty"`
+	ETag         string    `json:"etag,omitempty"`
+	StorageClass string    `json:"storage_class,omitempty"`
+	Modified     time.Time `json:"modified"`
+}
