@@ -1,0 +1,395 @@
+package metadata
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Errors returned by Store.
+var (
+	// ErrNotFound is returned when a manifest or bucket record is absent.
+	// A tombstone is not absent: it is returned with Deleted set.
+	ErrNotFound = errors.New("metadata: not found")
+	// ErrInvalidBucket is returned when a bucket record fails validation.
+	ErrInvalidBucket = errors.New("metadata: invalid bucket")
+	// ErrInvalidQuery is returned for a listing without a bucket.
+	ErrInvalidQuery = errors.New("metadata: invalid list query")
+	// ErrCorruptRecord is returned when a stored value cannot be decoded.
+	ErrCorruptRecord = errors.New("metadata: corrupt record")
+)
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// FS is the file system pebble uses. Nil means the OS's; tests pass
+	// vfs.NewMem().
+	FS vfs.FS
+	// NodeID is this shard server's node ID. Stats counts the shard files
+	// this node holds as the parts of live manifests whose Placement names
+	// it. Empty: Stats.Shards is 0.
+	NodeID string
+	// Logger receives pebble's log lines. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is the pebble-backed metadata store of one shard server: manifests,
+// a part-ID index, bucket records and a GC queue. All writes are synced
+// before they return, so a nil error means durable.
+//
+// Store is safe for concurrent use. Writes to one (bucket, key) are
+// serialised by a striped lock, so the check "is this newer than what is
+// stored" and the write are atomic; writes to different keys proceed in
+// parallel and share pebble's group commit.
+type Store struct {
+	db     *pebble.DB
+	nodeID string
+
+	keyLocks [256]sync.Mutex // striped by hash of the manifest key
+	bucketMu sync.Mutex      // serialises bucket read-modify-writes
+
+	mu struct {
+		sync.Mutex
+		stats Stats // kept in memory; rebuilt by a scan at Open
+	}
+}
+
+// Stats summarise what a store holds.
+type Stats struct {
+	Objects    int64 `json:"objects"`    // live (non-tombstone) manifests
+	Tombstones int64 `json:"tombstones"` // delete tombstones
+	Bytes      int64 `json:"bytes"`      // sum of the sizes of live objects
+	Shards     int64 `json:"shards"`     // shard files this node holds for live objects
+}
+
+// PutResult reports what PutManifest did.
+type PutResult struct {
+	// Stored is true when the manifest was newer than the stored one and
+	// replaced it (or nothing was stored).
+	Stored bool
+	// Current is the manifest now current for the key (it may alias the
+	// argument when Stored). Never nil after a successful call.
+	Current *Manifest
+	// Replaced is the manifest the new one replaced, nil when Stored is
+	// false or nothing was stored. Its shard files may now be garbage; the
+	// caller decides (after a delay, so in-flight reads of it finish).
+	Replaced *Manifest
+}
+
+// ObjectRef names one object.
+type ObjectRef struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts Options) (*Store, error) {
+	po := &pebble.Options{
+		FS:                 opts.FS,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{opts.Logger},
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, nodeID: opts.NodeID}
+	if err := s.rebuildStats(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the store. No other method may be called after or during it.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("metadata: close: %w", err)
+	}
+	return nil
+}
+
+// PutManifest stores m if it is newer (by Version) than the manifest stored
+// for its (bucket, key), so replicas converge whatever order writes arrive
+// in. A tombstone (Deleted) is stored like any other manifest. An equal
+// version is not stored again, which makes retries idempotent.
+func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error) {
+	if err := ctx.Err(); err != nil {
+		return PutResult{}, err
+	}
+	if err := m.Validate(); err != nil {
+		return PutResult{}, err
+	}
+	mk := manifestKey(m.Bucket, m.Key)
+	unlock := s.lockKey(mk)
+	defer unlock()
+
+	cur, err := s.getManifest(m.Bucket, m.Key)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return PutResult{}, err
+	}
+	if !m.Newer(cur) {
+		return PutResult{Stored: false, Current: cur}, nil
+	}
+
+	b := s.db.NewBatch()
+	defer b.Close()
+	val, err := encodeManifest(m)
+	if err != nil {
+		return PutResult{}, err
+	}
+	if err := b.Set(mk, val, nil); err != nil {
+		return PutResult{}, fmt.Errorf("metadata: put manifest: %w", err)
+	}
+	ik := inlineKey(m.Bucket, m.Key)
+	if len(m.Inline) > 0 {
+		err = b.Set(ik, m.Inline, nil)
+	} else if cur != nil && len(cur.Inline) > 0 {
+		err = b.Delete(ik, nil)
+	}
+	if err != nil {
+		return PutResult{}, fmt.Errorf("metadata: put manifest: %w", err)
+	}
+	keep := make(map[string]bool, len(m.Parts))
+	for _, p := range m.Parts {
+		keep[p.ID] = true
+		if err := b.Set(partKey(p.ID, m.Bucket, m.Key), nil, nil); err != nil {
+			return PutResult{}, fmt.Errorf("metadata: put manifest: %w", err)
+		}
+	}
+	if cur != nil {
+		for _, p := range cur.Parts {
+			if !keep[p.ID] {
+				if err := b.Delete(partKey(p.ID, m.Bucket, m.Key), nil); err != nil {
+					return PutResult{}, fmt.Errorf("metadata: put manifest: %w", err)
+				}
+			}
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return PutResult{}, fmt.Errorf("metadata: commit manifest %s/%s: %w", m.Bucket, m.Key, err)
+	}
+
+	s.mu.Lock()
+	s.mu.stats.add(cur, -1, s.nodeID)
+	s.mu.stats.add(m, +1, s.nodeID)
+	s.mu.Unlock()
+	return PutResult{Stored: true, Current: m, Replaced: cur}, nil
+}
+
+// GetManifest returns the current manifest of (bucket, key), a tombstone
+// included, or ErrNotFound.
+func (s *Store) GetManifest(ctx context.Context, bucket, key string) (*Manifest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.getManifest(bucket, key)
+}
+
+func (s *Store) getManifest(bucket, key string) (*Manifest, error) {
+	val, err := s.get(manifestKey(bucket, key))
+	if err != nil {
+		return nil, err
+	}
+	m, err := decodeManifest(val)
+	if err != nil {
+		return nil, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+	}
+	if val[1]&flagInline != 0 {
+		inl, err := s.get(inlineKey(bucket, key))
+		if err != nil {
+			// NB: the manifest says it has inline data and it is gone; that
+			// is corruption, not absence.
+			return nil, fmt.Errorf("%w: inline data of %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+		}
+		m.Inline = inl
+	}
+	return m, nil
+}
+
+// PartOwners returns the objects whose current manifests reference part ID
+// id (normally at most one; shard file IDs are unique per part). An empty
+// result means a shard file with that ID is garbage.
+func (s *Store) PartOwners(ctx context.Context, id string) ([]ObjectRef, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	pre := partPrefix(id)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: prefixSuccessor(pre)})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: part owners: %w", err)
+	}
+	defer it.Close()
+	var refs []ObjectRef
+	for valid := it.First(); valid; valid = it.Next() {
+		bucket, key, err := readEscaped(it.Key()[len(pre):])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+		}
+		refs = append(refs, ObjectRef{Bucket: bucket, Key: string(key)})
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("metadata: part owners: %w", err)
+	}
+	return refs, nil
+}
+
+// Stats returns counts of what the store holds. They are kept in memory,
+// rebuilt by one scan at Open.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	if err := ctx.Err(); err != nil {
+		return Stats{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.stats, nil
+}
+
+// add counts (sign=+1) or uncounts (sign=-1) manifest m.
+func (st *Stats) add(m *Manifest, sign int64, nodeID string) {
+	if m == nil {
+		return
+	}
+	if m.Deleted {
+		st.Tombstones += sign
+		return
+	}
+	st.Objects += sign
+	st.Bytes += sign * m.Size
+	if nodeID == "" {
+		return
+	}
+	for _, id := range m.Placement {
+		if id == nodeID {
+			st.Shards += sign * int64(len(m.Parts))
+		}
+	}
+}
+
+func (s *Store) rebuildStats() error {
+	lo := []byte{nsManifest}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixSuccessor(lo)})
+	if err != nil {
+		return fmt.Errorf("metadata: scan stats: %w", err)
+	}
+	defer it.Close()
+	var st Stats
+	for valid := it.First(); valid; valid = it.Next() {
+		m, err := decodeManifest(it.Value())
+		if err != nil {
+			return fmt.Errorf("%w: key %q: %w", ErrCorruptRecord, it.Key(), err)
+		}
+		st.add(m, +1, s.nodeID)
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("metadata: scan stats: %w", err)
+	}
+	s.mu.Lock()
+	s.mu.stats = st
+	s.mu.Unlock()
+	return nil
+}
+
+// get returns a copy of the value at k, or ErrNotFound.
+func (s *Store) get(k []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("metadata: get: %w", err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+func (s *Store) lockKey(k []byte) (unlock func()) {
+	h := fnv.New32a()
+	h.Write(k)
+	mu := &s.keyLocks[h.Sum32()%uint32(len(s.keyLocks))]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// Record values are a two-byte header then JSON:
+//
+//	[0] valueFormat (1)
+//	[1] flags: flagDeleted, flagInline
+//
+// The flags let listing skip tombstones and the inline lookup without
+// decoding JSON. Inline data lives under its own key so that listing and
+// the stats scan never read it.
+const (
+	valueFormat byte = 1
+
+	flagDeleted byte = 1 << 0
+	flagInline  byte = 1 << 1
+)
+
+func encodeManifest(m *Manifest) ([]byte, error) {
+	var flags byte
+	if m.Deleted {
+		flags |= flagDeleted
+	}
+	if len(m.Inline) > 0 {
+		flags |= flagInline
+	}
+	mm := *m
+	mm.Inline = nil
+	return encodeValue(flags, &mm)
+}
+
+func encodeValue(flags byte, v any) ([]byte, error) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: encode: %w", err)
+	}
+	return append([]byte{valueFormat, flags}, js...), nil
+}
+
+// decodeManifest decodes a manifest value, without its inline data.
+func decodeManifest(val []byte) (*Manifest, error) {
+	m := new(Manifest)
+	if err := decodeValue(val, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func decodeValue(val []byte, v any) error {
+	if len(val) < 2 || val[0] != valueFormat {
+		return fmt.Errorf("unknown value format")
+	}
+	return json.Unmarshal(val[2:], v)
+}
+
+// pebbleLogger sends pebble's log lines to slog (or nowhere).
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l != nil {
+		p.l.Info(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.Errorf(format, args...)
+	// NB: pebble's contract is that Fatalf does not return.
+	panic(fmt.Sprintf(format, args...))
+}
+
+var _ io.Closer = (*Store)(nil)

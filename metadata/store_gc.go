@@ -1,0 +1,81 @@
+package metadata
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// GCItem is one queued deletion: shard file Idx of part FileID, due at Due.
+type GCItem struct {
+	FileID string    `json:"file_id"`
+	Idx    int       `json:"idx"`
+	Due    time.Time `json:"due"`
+}
+
+// EnqueueGC durably queues the deletion of shard file idx of fileID, to run
+// no earlier than due. Enqueuing the same file twice is harmless: the
+// deleter re-checks ownership and deletion is idempotent.
+func (s *Store) EnqueueGC(ctx context.Context, fileID string, idx int, due time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if fileID == "" || idx < 0 {
+		return fmt.Errorf("metadata: enqueue GC: bad shard %q.%d", fileID, idx)
+	}
+	it := GCItem{FileID: fileID, Idx: idx, Due: due}
+	if err := s.db.Set(gcKey(it), nil, pebble.Sync); err != nil {
+		return fmt.Errorf("metadata: enqueue GC %s.%d: %w", fileID, idx, err)
+	}
+	return nil
+}
+
+// DueGC returns up to limit queued items due at or before now, oldest first.
+// They stay queued until DoneGC, so a crash between deleting a file and
+// DoneGC only repeats an idempotent delete.
+func (s *Store) DueGC(ctx context.Context, now time.Time, limit int) ([]GCItem, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lo := []byte{nsGC}
+	// Every key of an item due at or before now is below this bound.
+	hi := binary.BigEndian.AppendUint64([]byte{nsGC}, uint64(now.UnixNano())+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: due GC: %w", err)
+	}
+	defer it.Close()
+	var out []GCItem
+	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+		item, err := parseGCKey(it.Key())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+		}
+		out = append(out, item)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("metadata: due GC: %w", err)
+	}
+	return out, nil
+}
+
+// DoneGC removes items from the queue.
+func (s *Store) DoneGC(ctx context.Context, items ...GCItem) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, it := range items {
+		if err := b.Delete(gcKey(it), nil); err != nil {
+			return fmt.Errorf("metadata: done GC: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("metadata: done GC: %w", err)
+	}
+	return nil
+}

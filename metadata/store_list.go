@@ -1,0 +1,158 @@
+package metadata
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Listing limits.
+const (
+	// DefaultListLimit is used when ListQuery.Limit is zero or negative.
+	DefaultListLimit = 1000
+	// MaxListLimit caps ListQuery.Limit, bounding one call's work and reply.
+	MaxListLimit = 10000
+)
+
+// ListQuery selects keys of one bucket, in byte order.
+type ListQuery struct {
+	Bucket string `json:"bucket"`
+	// Prefix restricts the listing to keys starting with it.
+	Prefix string `json:"prefix,omitempty"`
+	// Delimiter, when set, collapses the keys that contain it after Prefix
+	// into one common-prefix entry (Prefix up to and including the first
+	// Delimiter).
+	Delimiter string `json:"delimiter,omitempty"`
+	// After: only entries (keys or common prefixes) strictly greater than
+	// After are returned. Pass the last entry of the previous page.
+	After string `json:"after,omitempty"`
+	// Limit counts entries, keys and common prefixes alike. Zero or
+	// negative means DefaultListLimit; larger than MaxListLimit is capped.
+	Limit int `json:"limit,omitempty"`
+}
+
+// List returns up to q.Limit entries of q.Bucket and whether more follow.
+//
+// Tombstones are listed as keys (Deleted set) because the caller merges the
+// listings of several servers and the newest version of a key wins there. A
+// common prefix is emitted only when this server holds at least one live key
+// under it, so deleted "directories" disappear; its subtree is then skipped
+// with one seek rather than scanned.
+func (s *Store) List(ctx context.Context, q ListQuery) ([]ListEntry, bool, error) {
+	if q.Bucket == "" {
+		return nil, false, fmt.Errorf("%w: empty bucket", ErrInvalidQuery)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+
+	base := bucketPrefix(nsManifest, q.Bucket)
+	lower := append(bytes.Clone(base), q.Prefix...)
+	upper := prefixSuccessor(lower) // never nil: base ends in 0x01
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, false, fmt.Errorf("metadata: list: %w", err)
+	}
+	defer it.Close()
+
+	start := lower
+	if q.After >= q.Prefix {
+		// The smallest key strictly greater than After is After+"\x00".
+		start = append(append(bytes.Clone(base), q.After...), 0)
+	}
+	var (
+		out       []ListEntry
+		truncated bool
+		steps     int
+	)
+	// emit appends e unless the page is full, in which case it reports that
+	// the listing is truncated and stops it.
+	emit := func(e ListEntry) bool {
+		if len(out) == limit {
+			truncated = true
+			return false
+		}
+		out = append(out, e)
+		return true
+	}
+	for valid := it.SeekGE(start); valid; {
+		if steps++; steps%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+		}
+		key := it.Key()[len(base):]
+		if q.Delimiter != "" {
+			if i := bytes.Index(key[len(q.Prefix):], []byte(q.Delimiter)); i >= 0 {
+				cp := string(key[:len(q.Prefix)+i+len(q.Delimiter)])
+				// NB: cp is a prefix of the keys under it, so it sorts before
+				// them; when cp <= After the common prefix was already
+				// listed (After is cp itself or a key inside it).
+				if cp > q.After {
+					live, err := s.liveUnder(it, base, cp)
+					if err != nil {
+						return nil, false, err
+					}
+					if live && !emit(ListEntry{Prefix: cp}) {
+						break
+					}
+				}
+				next := prefixSuccessor(append(bytes.Clone(base), cp...))
+				valid = it.SeekGE(next)
+				continue
+			}
+		}
+		e, err := listEntry(string(key), it.Value())
+		if err != nil {
+			return nil, false, err
+		}
+		if !emit(e) {
+			break
+		}
+		valid = it.Next()
+	}
+	if err := it.Error(); err != nil {
+		return nil, false, fmt.Errorf("metadata: list: %w", err)
+	}
+	return out, truncated, nil
+}
+
+// liveUnder reports whether a live key with prefix cp exists, scanning from
+// the iterator's position (the first key under cp). It moves the iterator.
+func (s *Store) liveUnder(it *pebble.Iterator, base []byte, cp string) (bool, error) {
+	for valid := true; valid; valid = it.Next() {
+		k := it.Key()[len(base):]
+		if !strings.HasPrefix(string(k), cp) {
+			return false, nil
+		}
+		v := it.Value()
+		if len(v) < 2 {
+			return false, fmt.Errorf("%w: key %q", ErrCorruptRecord, k)
+		}
+		if v[1]&flagDeleted == 0 {
+			return true, nil
+		}
+	}
+	return false, it.Error()
+}
+
+func listEntry(key string, val []byte) (ListEntry, error) {
+	m, err := decodeManifest(val)
+	if err != nil {
+		return ListEntry{}, fmt.Errorf("%w: manifest %q: %w", ErrCorruptRecord, key, err)
+	}
+	return ListEntry{
+		Key:          key,
+		Version:      m.Version,
+		Deleted:      m.Deleted,
+		Size:         m.Size,
+		ETag:         m.ETag,
+		StorageClass: m.StorageClass,
+		Modified:     m.Modified,
+	}, nil
+}
