@@ -3,6 +3,7 @@ package codec
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/klauspost/reedsolomon"
 )
@@ -16,6 +17,9 @@ const maxRSShards = 256
 type RS struct {
 	k, m int
 	enc  reedsolomon.Encoder
+
+	planOnce sync.Once
+	plans    *planner
 }
 
 var _ Code = (*RS)(nil)
@@ -78,4 +82,17 @@ func mapRSErr(err error) error {
 	default:
 		return err
 	}
+}
+
+// RepairPlan returns a conventional plan: k helpers send whole chunks.
+func (c *RS) RepairPlan(failed []int) (*Plan, error) { return c.planner().plan(failed) }
+
+// Coefficients returns the 1x1 decoding coefficients of lost over survivors.
+func (c *RS) Coefficients(lost int, survivors []int) ([][][]byte, error) {
+	return c.planner().coefficients(lost, survivors)
+}
+
+func (c *RS) planner() *planner {
+	c.planOnce.Do(func() { c.plans = newPlanner(c, nil, false, false) })
+	return c.plans
 }

@@ -1,0 +1,69 @@
+package codec
+
+// tryAugment handles bad patterns of optimal-access codes (Clay failures in
+// several y-sections). The union of the failed shards' repair planes is then
+// below the cut-set bound, so no combination of it can work and CORE's
+// virtual failure keeps the pattern cross-section. Instead:
+//
+//  1. add whole planes (sub-chunk z from every helper), each time the one
+//     that most reduces the deficiency rank([D;T]) - rank(D), until the
+//     targets T are in the span of the download set D;
+//  2. prune: solve with the downloads in a chosen order; downloads dependent
+//     on earlier ones and downloads the solution does not use are dropped.
+//     Two orders are tried (union first, added planes first) and the
+//     cheaper plan is kept.
+//
+// It is a heuristic upper bound, not an optimum (msr-codes.md §4.4).
+func (p *planner) tryAugment(g *generator, failed, helpers []int, base []download) *Plan {
+	cp := func(r []byte) []byte { return append([]byte(nil), r...) }
+	bD := newBasis(g.width, 0)
+	inBase := make([]bool, g.alpha)
+	for _, d := range base {
+		bD.insert(cp(g.functional(d)))
+		if d.z >= 0 {
+			inBase[d.z] = true
+		}
+	}
+	bDT := bD.clone()
+	for _, f := range failed {
+		for z := 0; z < g.alpha; z++ {
+			bDT.insert(cp(g.row(f, z)))
+		}
+	}
+	deficiency := bDT.rank() - bD.rank()
+	var extra []download
+	rows := make([][]byte, len(helpers))
+	for deficiency > 0 {
+		bestZ, bestDef := -1, deficiency
+		for z := 0; z < g.alpha; z++ {
+			if inBase[z] {
+				continue
+			}
+			for i, h := range helpers {
+				rows[i] = g.row(h, z)
+			}
+			nd := deficiency + bDT.rankIncrease(rows) - bD.rankIncrease(rows)
+			if nd < bestDef {
+				bestZ, bestDef = z, nd
+			}
+		}
+		if bestZ < 0 {
+			return nil
+		}
+		inBase[bestZ] = true
+		for _, h := range helpers {
+			extra = append(extra, download{h: h, z: bestZ})
+			bD.insert(cp(g.row(h, bestZ)))
+			bDT.insert(cp(g.row(h, bestZ)))
+		}
+		deficiency = bestDef
+	}
+	var best *Plan
+	for _, ds := range [][]download{append(append([]download(nil), base...), extra...), append(append([]download(nil), extra...), base...)} {
+		pl := p.solvePlan(g, ds, failed, MethodAugmented, nil)
+		if pl != nil && (best == nil || pl.Downloads() < best.Downloads()) {
+			best = pl
+		}
+	}
+	return best
+}
