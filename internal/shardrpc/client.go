@@ -1,0 +1,296 @@
+package shardrpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Client calls shard servers. It is safe for concurrent use; share one.
+type Client struct {
+	// HTTP carries the requests. It must not have a whole-request
+	// Timeout: shard streams are long. Bound calls with their ctx instead.
+	HTTP *http.Client
+	// Secret is the cluster secret sent with every request.
+	Secret string
+}
+
+// New returns a client for the cluster secret. A nil httpClient means
+// NewHTTPClient().
+func New(secret string, httpClient *http.Client) *Client {
+	if httpClient == nil {
+		httpClient = NewHTTPClient()
+	}
+	return &Client{HTTP: httpClient, Secret: secret}
+}
+
+// NewHTTPClient returns an HTTP client tuned for shard traffic: many
+// parallel streams to few hosts, fast failure on dead peers, no overall
+// timeout.
+func NewHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		// Intra-cluster traffic never goes through a proxy.
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   5 * time.Second, // a peer that cannot accept in 5s is as good as dead
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		// Gateways stream many shards to each peer at once (a stripe per
+		// PUT, many PUTs); idle connections are kept so that they are reused
+		// rather than re-dialled.
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 128,
+		IdleConnTimeout:     90 * time.Second,
+		// Starts after the request body is sent, so it covers the server's
+		// fsync of a shard or manifest but not the upload itself.
+		ResponseHeaderTimeout: 60 * time.Second,
+		// Shards are incompressible and JSON replies small.
+		DisableCompression: true,
+	}}
+}
+
+// PutShard stores body as shard idx of fileID on addr and returns the size
+// and CRC-32C the server computed. body may be of unknown length (it is
+// then sent chunked). A nil error means the shard is durable.
+func (c *Client) PutShard(ctx context.Context, addr, fileID string, idx int, body io.Reader) (ShardInfo, error) {
+	op := fmt.Sprintf("put shard %s.%d", fileID, idx)
+	if err := ValidateShardName(fileID, idx); err != nil {
+		return ShardInfo{}, &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	var info ShardInfo
+	err := c.call(ctx, addr, op, http.MethodPut, ShardPath(fileID, idx), nil, body, &info)
+	return info, err
+}
+
+// GetShard streams length bytes of shard idx of fileID from offset off
+// (length -1: to the end). The reader returns an error wrapping ErrCorrupt
+// if the server meets a checksum failure mid-stream, and one wrapping
+// io.ErrUnexpectedEOF if the stream ends short. The caller must Close it.
+func (c *Client) GetShard(ctx context.Context, addr, fileID string, idx int, off, length int64) (io.ReadCloser, error) {
+	op := fmt.Sprintf("get shard %s.%d", fileID, idx)
+	if err := ValidateShardName(fileID, idx); err != nil {
+		return nil, &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	q := url.Values{ParamOffset: {strconv.FormatInt(off, 10)}, ParamLength: {strconv.FormatInt(length, 10)}}
+	resp, err := c.do(ctx, addr, op, http.MethodGet, ShardPath(fileID, idx), q, nil)
+	if err != nil {
+		return nil, err
+	}
+	want, perr := strconv.ParseInt(resp.Header.Get(HeaderLength), 10, 64)
+	if perr != nil || want < 0 {
+		resp.Body.Close()
+		return nil, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("bad %s header %q", HeaderLength, resp.Header.Get(HeaderLength))}
+	}
+	return &shardReader{resp: resp, want: want, addr: addr, op: op}, nil
+}
+
+// shardReader checks a shard stream's length and trailer.
+type shardReader struct {
+	resp     *http.Response
+	want, n  int64
+	addr, op string
+	err      error // sticky, once the stream has ended or failed
+}
+
+func (r *shardReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.resp.Body.Read(p)
+	r.n += int64(n)
+	switch {
+	case r.n > r.want:
+		r.err = r.fail(fmt.Errorf("stream longer than the announced %d bytes", r.want))
+	case err == io.EOF:
+		// Trailers are only readable once the body is at EOF.
+		if r.resp.Trailer.Get(TrailerError) == TrailerCorrupt {
+			r.err = r.fail(fmt.Errorf("%w: checksum failure after %d bytes", ErrCorrupt, r.n))
+		} else if t := r.resp.Trailer.Get(TrailerError); t != "" {
+			r.err = r.fail(fmt.Errorf("server failed after %d bytes: %s: %w", r.n, t, io.ErrUnexpectedEOF))
+		} else if r.n < r.want {
+			r.err = r.fail(fmt.Errorf("got %d of %d bytes: %w", r.n, r.want, io.ErrUnexpectedEOF))
+		} else {
+			r.err = io.EOF
+		}
+	case err != nil:
+		r.err = r.fail(err)
+	}
+	if r.err != nil && r.err != io.EOF {
+		// NB: never hand out bytes of a stream known to be bad alongside a
+		// nil error; the caller sees them together with the error.
+		return n, r.err
+	}
+	if n > 0 {
+		return n, nil
+	}
+	return 0, r.err
+}
+
+func (r *shardReader) fail(err error) error {
+	return &NodeError{Addr: r.addr, Op: r.op, Err: err}
+}
+
+func (r *shardReader) Close() error { return r.resp.Body.Close() }
+
+// StatShard returns the size and CRC-32C of shard idx of fileID.
+func (c *Client) StatShard(ctx context.Context, addr, fileID string, idx int) (ShardInfo, error) {
+	op := fmt.Sprintf("stat shard %s.%d", fileID, idx)
+	if err := ValidateShardName(fileID, idx); err != nil {
+		return ShardInfo{}, &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	resp, err := c.do(ctx, addr, op, http.MethodHead, ShardPath(fileID, idx), nil, nil)
+	if err != nil {
+		return ShardInfo{}, err
+	}
+	resp.Body.Close()
+	size, err1 := strconv.ParseInt(resp.Header.Get(HeaderSize), 10, 64)
+	crc, err2 := strconv.ParseUint(resp.Header.Get(HeaderCRC), 10, 32)
+	if err1 != nil || err2 != nil {
+		return ShardInfo{}, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("bad stat headers %q %q", resp.Header.Get(HeaderSize), resp.Header.Get(HeaderCRC))}
+	}
+	return ShardInfo{Size: size, CRC: uint32(crc)}, nil
+}
+
+// DeleteShard removes shard idx of fileID. Deleting an absent shard
+// succeeds, so retries are harmless.
+func (c *Client) DeleteShard(ctx context.Context, addr, fileID string, idx int) error {
+	op := fmt.Sprintf("delete shard %s.%d", fileID, idx)
+	if err := ValidateShardName(fileID, idx); err != nil {
+		return &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	return c.call(ctx, addr, op, http.MethodDelete, ShardPath(fileID, idx), nil, nil, nil)
+}
+
+// PutManifest stores m on addr if it is newer than the node's current
+// manifest for the key. It returns whether it was stored and the version
+// now current there. A nil error means the node's state is durable.
+func (c *Client) PutManifest(ctx context.Context, addr string, m *metadata.Manifest) (stored bool, current metadata.Version, err error) {
+	op := fmt.Sprintf("put manifest %s/%s", m.Bucket, m.Key)
+	body, err := json.Marshal(m)
+	if err != nil {
+		return false, metadata.Version{}, &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	var resp PutManifestResponse
+	if err := c.call(ctx, addr, op, http.MethodPost, PathManifests, nil, bytes.NewReader(body), &resp); err != nil {
+		return false, metadata.Version{}, err
+	}
+	return resp.Stored, resp.Current, nil
+}
+
+// GetManifest returns the node's current manifest of (bucket, key), a
+// tombstone included (Deleted set); ErrNotFound when it has none.
+func (c *Client) GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error) {
+	op := fmt.Sprintf("get manifest %s/%s", bucket, key)
+	q := url.Values{ParamBucket: {bucket}, ParamKey: {key}}
+	m := new(metadata.Manifest)
+	if err := c.call(ctx, addr, op, http.MethodGet, PathManifests, q, nil, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// List returns one page of the node's listing (tombstones included) and
+// whether more entries follow.
+func (c *Client) List(ctx context.Context, addr string, lq metadata.ListQuery) ([]metadata.ListEntry, bool, error) {
+	op := fmt.Sprintf("list %s/%s", lq.Bucket, lq.Prefix)
+	q := url.Values{
+		ParamBucket:    {lq.Bucket},
+		ParamPrefix:    {lq.Prefix},
+		ParamDelimiter: {lq.Delimiter},
+		ParamAfter:     {lq.After},
+		ParamLimit:     {strconv.Itoa(lq.Limit)},
+	}
+	var resp ListResponse
+	if err := c.call(ctx, addr, op, http.MethodGet, PathList, q, nil, &resp); err != nil {
+		return nil, false, err
+	}
+	return resp.Entries, resp.Truncated, nil
+}
+
+// PutBucket stores the bucket record on addr if it is newer than the
+// node's.
+func (c *Client) PutBucket(ctx context.Context, addr string, b *metadata.Bucket) error {
+	op := "put bucket " + b.Name
+	body, err := json.Marshal(b)
+	if err != nil {
+		return &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	return c.call(ctx, addr, op, http.MethodPost, PathBuckets, nil, bytes.NewReader(body), &PutBucketResponse{})
+}
+
+// ListBuckets returns every bucket record of addr, tombstones included.
+func (c *Client) ListBuckets(ctx context.Context, addr string) ([]metadata.Bucket, error) {
+	var out []metadata.Bucket
+	if err := c.call(ctx, addr, "list buckets", http.MethodGet, PathBuckets, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Stats returns the node's counts and disk usage.
+func (c *Client) Stats(ctx context.Context, addr string) (Stats, error) {
+	var st Stats
+	err := c.call(ctx, addr, "stats", http.MethodGet, PathStats, nil, nil, &st)
+	return st, err
+}
+
+// call does a request and decodes a JSON reply into out (unless nil).
+func (c *Client) call(ctx context.Context, addr, op, method, path string, q url.Values, body io.Reader, out any) error {
+	resp, err := c.do(ctx, addr, op, method, path, q, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("decode reply: %w", err)}
+	}
+	return nil
+}
+
+// do sends a request and returns a 2xx response; any other outcome is a
+// *NodeError.
+func (c *Client) do(ctx context.Context, addr, op, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+	u := url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: q.Encode()}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	req.Header.Set(HeaderSecret, c.Secret)
+	if body != nil {
+		ct := "application/json"
+		if method == http.MethodPut {
+			ct = "application/octet-stream"
+		}
+		req.Header.Set("Content-Type", ct)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	re := &RemoteError{Status: resp.StatusCode, Code: resp.Header.Get(HeaderCode)}
+	var eb ErrorBody
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(raw, &eb) == nil && eb.Code != "" {
+		re.Code, re.Message = eb.Code, eb.Message
+	} else {
+		re.Message = string(bytes.TrimSpace(raw))
+	}
+	return nil, &NodeError{Addr: addr, Op: op, Err: re}
+}

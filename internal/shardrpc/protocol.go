@@ -1,0 +1,221 @@
+package shardrpc
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Paths. Shard paths are PathShards + "{fileID}/{idx}" (see ShardPath).
+const (
+	PathShards    = "/v1/shards/"
+	PathManifests = "/v1/manifests"
+	PathList      = "/v1/list"
+	PathBuckets   = "/v1/buckets"
+	PathStats     = "/v1/stats"
+	// PathHealth and PathReady need no secret, so load balancers and
+	// orchestrators can probe them.
+	PathHealth = "/healthz"
+	PathReady  = "/readyz"
+)
+
+// Headers and trailers.
+const (
+	HeaderSecret = "X-Regen-Secret"
+	// HeaderCode repeats an error response's code, for HEAD responses.
+	HeaderCode = "X-Regen-Code"
+	// HeaderLength is the number of data bytes a shard GET will stream.
+	HeaderLength = "X-Regen-Length"
+	// HeaderSize and HeaderCRC answer a shard HEAD: data size and the
+	// CRC-32C (Castagnoli) of the whole shard data, decimal.
+	HeaderSize = "X-Regen-Size"
+	HeaderCRC  = "X-Regen-Crc32c"
+	// TrailerError ends a shard GET that failed mid-stream; its value is
+	// TrailerCorrupt for a checksum failure, anything else for I/O errors.
+	TrailerError   = "X-Regen-Error"
+	TrailerCorrupt = "corrupt"
+)
+
+// Query parameters.
+const (
+	ParamOffset    = "offset"
+	ParamLength    = "length" // -1 or absent: to the end
+	ParamBucket    = "bucket"
+	ParamKey       = "key"
+	ParamPrefix    = "prefix"
+	ParamDelimiter = "delimiter"
+	ParamAfter     = "after"
+	ParamLimit     = "limit"
+)
+
+// Error codes carried in ErrorBody.Code and HeaderCode.
+const (
+	CodeNotFound     = "NotFound"
+	CodeCorrupt      = "Corrupt"
+	CodeUnauthorized = "Unauthorized"
+	CodeBadRequest   = "BadRequest"
+	CodeNoRoute      = "NoRoute"
+	CodeInternal     = "Internal"
+)
+
+// Sentinel errors. Client methods return them wrapped in *NodeError.
+var (
+	// ErrNotFound: the shard, manifest or bucket does not exist on that node.
+	ErrNotFound = errors.New("shardrpc: not found")
+	// ErrCorrupt: the shard data failed its checksum on the node.
+	ErrCorrupt = errors.New("shardrpc: shard corrupt")
+	// ErrUnauthorized: the node rejected the cluster secret.
+	ErrUnauthorized = errors.New("shardrpc: unauthorized")
+	// ErrBadRequest: the node rejected the request as malformed (bad shard
+	// name, invalid manifest, range outside the shard, ...).
+	ErrBadRequest = errors.New("shardrpc: bad request")
+)
+
+// Limits on shard names. Object keys never become file names: shard files
+// are named by part ID and shard index only, and both are checked here.
+const (
+	MaxFileIDLen = 128
+	MaxShardIdx  = 255
+)
+
+// ShardInfo describes a stored shard's data.
+type ShardInfo struct {
+	Size int64  `json:"size"`
+	CRC  uint32 `json:"crc32c"` // CRC-32C (Castagnoli) of the whole data
+}
+
+// PutManifestResponse answers POST PathManifests.
+type PutManifestResponse struct {
+	Stored  bool             `json:"stored"`
+	Current metadata.Version `json:"current"`
+}
+
+// PutBucketResponse answers POST PathBuckets.
+type PutBucketResponse struct {
+	Stored bool `json:"stored"`
+}
+
+// ListResponse answers GET PathList.
+type ListResponse struct {
+	Entries   []metadata.ListEntry `json:"entries"`
+	Truncated bool                 `json:"truncated"`
+}
+
+// Stats answers GET PathStats.
+type Stats struct {
+	NodeID        string `json:"node_id"`
+	Objects       int64  `json:"objects"`
+	Tombstones    int64  `json:"tombstones"`
+	Bytes         int64  `json:"bytes"`
+	Shards        int64  `json:"shards"`
+	DiskUsedBytes int64  `json:"disk_used_bytes"`
+	DiskFreeBytes int64  `json:"disk_free_bytes"`
+}
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ValidateShardName checks that fileID and idx can name a shard file:
+// fileID is 1..MaxFileIDLen characters of [A-Za-z0-9-] starting with a
+// letter or digit, idx is in 0..MaxShardIdx. The error wraps ErrBadRequest.
+func ValidateShardName(fileID string, idx int) error {
+	if idx < 0 || idx > MaxShardIdx {
+		return fmt.Errorf("%w: shard index %d out of range 0..%d", ErrBadRequest, idx, MaxShardIdx)
+	}
+	if len(fileID) == 0 || len(fileID) > MaxFileIDLen {
+		return fmt.Errorf("%w: file ID must have 1..%d characters", ErrBadRequest, MaxFileIDLen)
+	}
+	for i := 0; i < len(fileID); i++ {
+		c := fileID[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !alnum && (c != '-' || i == 0) {
+			return fmt.Errorf("%w: file ID %q: only letters, digits and inner '-'", ErrBadRequest, fileID)
+		}
+	}
+	return nil
+}
+
+// ParseShardIdx parses a shard index path segment strictly (no sign, no
+// leading zeros) and validates it with fileID.
+func ParseShardIdx(fileID, s string) (int, error) {
+	idx, err := strconv.Atoi(s)
+	if err != nil || strconv.Itoa(idx) != s {
+		return 0, fmt.Errorf("%w: bad shard index %q", ErrBadRequest, s)
+	}
+	return idx, ValidateShardName(fileID, idx)
+}
+
+// ShardPath is the URL path of shard idx of fileID.
+func ShardPath(fileID string, idx int) string {
+	return PathShards + fileID + "/" + strconv.Itoa(idx)
+}
+
+// CheckSecret reports whether r carries the cluster secret. The comparison
+// is constant-time over SHA-256 digests, so neither content nor length of
+// the secret leaks through timing.
+func CheckSecret(r *http.Request, secret string) bool {
+	got := sha256.Sum256([]byte(r.Header.Get(HeaderSecret)))
+	want := sha256.Sum256([]byte(secret))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// WriteJSON writes v as a JSON response with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// NB: the status is already sent; an encoding error can only be a
+	// broken connection, which the client sees as a failed request.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteError writes an error response: code in HeaderCode and ErrorBody.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set(HeaderCode, code)
+	WriteJSON(w, status, ErrorBody{Code: code, Message: message})
+}
+
+// NodeError is the error of a client call: which node, which operation,
+// and why. Err unwraps to a sentinel when the node said what went wrong.
+type NodeError struct {
+	Addr string // host:port of the shard server
+	Op   string // e.g. "put shard f00d.3", "get manifest b/k"
+	Err  error
+}
+
+func (e *NodeError) Error() string { return fmt.Sprintf("shardrpc: %s on %s: %v", e.Op, e.Addr, e.Err) }
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// RemoteError is an error response from a shard server. It unwraps to the
+// sentinel of its code, if there is one.
+type RemoteError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+func (e *RemoteError) Unwrap() error {
+	switch e.Code {
+	case CodeNotFound:
+		return ErrNotFound
+	case CodeCorrupt:
+		return ErrCorrupt
+	case CodeUnauthorized:
+		return ErrUnauthorized
+	case CodeBadRequest:
+		return ErrBadRequest
+	}
+	return nil
+}
