@@ -34,7 +34,10 @@ func (p *planner) tryAugment(g *generator, failed, helpers []int, base []downloa
 	var extra []download
 	rows := make([][]byte, len(helpers))
 	for deficiency > 0 {
-		bestZ, bestDef := -1, deficiency
+		// Ties (often no single plane helps: for (20,10) the deficiency
+		// only drops once most planes of one digit value are in) go to the
+		// lowest plane, which fills such a row of planes in order.
+		bestZ, bestDef := -1, deficiency+1
 		for z := 0; z < g.alpha; z++ {
 			if inBase[z] {
 				continue
