@@ -1,0 +1,194 @@
+package stripe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/shardrpc"
+)
+
+// memShards is an in-memory fake of the shard servers with fault hooks.
+type memShards struct {
+	mu      sync.Mutex
+	files   map[string][]byte // addr/file/idx -> data
+	down    map[string]bool   // addr -> refuses everything
+	corrupt map[string]bool   // addr -> GETs fail as corrupt
+	gets    int
+}
+
+func newMem() *memShards {
+	return &memShards{files: map[string][]byte{}, down: map[string]bool{}, corrupt: map[string]bool{}}
+}
+
+func name(addr, id string, idx int) string { return fmt.Sprintf("%s/%s/%d", addr, id, idx) }
+
+func (m *memShards) PutShard(ctx context.Context, addr, fileID string, idx int, body io.Reader) (shardrpc.ShardInfo, error) {
+	m.mu.Lock()
+	down := m.down[addr]
+	m.mu.Unlock()
+	if down {
+		io.Copy(io.Discard, body)
+		return shardrpc.ShardInfo{}, errors.New("connection refused")
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return shardrpc.ShardInfo{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files[name(addr, fileID, idx)] = b
+	return shardrpc.ShardInfo{Size: int64(len(b))}, nil
+}
+
+func (m *memShards) GetShard(ctx context.Context, addr, fileID string, idx int, off, length int64) (io.ReadCloser, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gets++
+	if m.down[addr] {
+		return nil, errors.New("connection refused")
+	}
+	if m.corrupt[addr] {
+		return nil, shardrpc.ErrCorrupt
+	}
+	b, ok := m.files[name(addr, fileID, idx)]
+	if !ok {
+		return nil, shardrpc.ErrNotFound
+	}
+	if off+length > int64(len(b)) {
+		return nil, errors.New("range outside shard")
+	}
+	return io.NopCloser(bytes.NewReader(b[off : off+length])), nil
+}
+
+func targets(n int) []Target {
+	out := make([]Target, n)
+	for i := range out {
+		out[i] = Target{Node: fmt.Sprintf("n%d", i), Addr: fmt.Sprintf("a%d", i)}
+	}
+	return out
+}
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	code, err := codec.Parse("rs-6-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 4096
+	full := int64(6 * chunk)
+	sizes := []int64{0, 1, full - 1, full, full + 1, 3*full + 17}
+	for _, size := range sizes {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(rand.IntN(256))
+			}
+			mem := newMem()
+			tg := targets(9)
+			res, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: size}, bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Size != size {
+				t.Fatalf("size %d, want %d", res.Size, size)
+			}
+			geo := Geometry(code, chunk)
+			for i := range 9 {
+				if got := int64(len(mem.files[name(tg[i].Addr, "f", i)])); got != geo.ShardFileSize(size) {
+					t.Fatalf("shard %d has %d bytes, geometry says %d", i, got, geo.ShardFileSize(size))
+				}
+			}
+			check := func(label string, off, length int64) {
+				t.Helper()
+				var buf bytes.Buffer
+				err := Read(context.Background(), mem, ReadParams{Code: code, ChunkSize: chunk, FileID: "f", Size: size, Targets: tg}, off, length, &buf)
+				if err != nil {
+					t.Fatalf("%s: read %d+%d: %v", label, off, length, err)
+				}
+				if !bytes.Equal(buf.Bytes(), data[off:off+length]) {
+					t.Fatalf("%s: read %d+%d: wrong bytes", label, off, length)
+				}
+			}
+			ranges := [][2]int64{{0, size}}
+			if size > 2 {
+				ranges = append(ranges, [2]int64{1, size - 2}, [2]int64{size / 2, size - size/2})
+			}
+			for _, r := range ranges {
+				check("healthy", r[0], r[1])
+			}
+			// Three servers down (n-k) and one corrupt would be too many;
+			// take down 2 data servers and mark one parity corrupt.
+			mem.down["a0"], mem.down["a4"] = true, true
+			mem.corrupt["a7"] = true
+			for _, r := range ranges {
+				check("degraded", r[0], r[1])
+			}
+			mem.down["a1"] = true
+			if size > 0 {
+				err := Read(context.Background(), mem, ReadParams{Code: code, ChunkSize: chunk, FileID: "f", Size: size, Targets: tg}, 0, size, io.Discard)
+				if !errors.Is(err, ErrQuorum) {
+					t.Fatalf("4 of 9 shards gone: want ErrQuorum, got %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestWriteQuorum(t *testing.T) {
+	code, _ := codec.Parse("rs-6-3")
+	data := bytes.Repeat([]byte("x"), 100000)
+	for _, down := range []int{0, 2, 3} {
+		mem := newMem()
+		tg := targets(9)
+		for i := range down {
+			mem.down[tg[i].Addr] = true
+		}
+		res, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: 4096, FileID: "f", Targets: tg, Size: int64(len(data))}, bytes.NewReader(data))
+		switch {
+		case down <= 2 && err != nil:
+			t.Fatalf("%d servers down: k+1=7 shards are reachable, want success, got %v", down, err)
+		case down == 3 && !errors.Is(err, ErrQuorum):
+			t.Fatalf("3 servers down leaves 6 < k+1: want ErrQuorum, got %v", err)
+		}
+		if err == nil {
+			for i, ok := range res.OK {
+				if ok == (i < down) {
+					t.Fatalf("%d down: OK[%d] = %v", down, i, ok)
+				}
+			}
+		}
+	}
+}
+
+func TestWriteShortBody(t *testing.T) {
+	code, _ := codec.Parse("rs-6-3")
+	mem := newMem()
+	_, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: 4096, FileID: "f", Targets: targets(9), Size: 50000}, bytes.NewReader(make([]byte, 40000)))
+	if !errors.Is(err, ErrSize) {
+		t.Fatalf("want ErrSize for a short body, got %v", err)
+	}
+}
+
+// A read of a small range inside one data shard asks only that shard.
+func TestReadTouchesOnlyNeededShards(t *testing.T) {
+	code, _ := codec.Parse("rs-6-3")
+	mem := newMem()
+	data := make([]byte, 6*4096)
+	tg := targets(9)
+	if _, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: 4096, FileID: "f", Targets: tg, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	mem.gets = 0
+	if err := Read(context.Background(), mem, ReadParams{Code: code, ChunkSize: 4096, FileID: "f", Size: int64(len(data)), Targets: tg}, 5000, 100, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if mem.gets != 1 {
+		t.Fatalf("ranged read inside one shard made %d shard requests, want 1", mem.gets)
+	}
+}

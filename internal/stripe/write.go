@@ -1,0 +1,352 @@
+package stripe
+
+import (
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/metadata"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrSize is returned when the body is shorter or longer than announced.
+var ErrSize = errors.New("stripe: body size does not match its declared length")
+
+// WriteParams describes one stripe group to write.
+type WriteParams struct {
+	Code      codec.Code
+	ChunkSize int64 // shard chunk of a full stripe; a multiple of Code.ShardMultiple()
+	FileID    string
+	Targets   []Target // one per shard, in shard order
+	// Quorum is how many shards must be durable for success; 0 means k+1
+	// (capped at n), the architecture's write rule.
+	Quorum int
+	// Size is the exact body length, or -1 if unknown.
+	Size int64
+	// Depth is how many stripes may be in flight (memory is about
+	// Depth * n * ChunkSize); 0 means 3.
+	Depth int
+	// StallTimeout aborts a shard whose server accepts no bytes for this
+	// long, so one hung server cannot stall the upload; 0 means 30s.
+	StallTimeout time.Duration
+}
+
+// WriteResult is what a successful write produced.
+type WriteResult struct {
+	Size     int64
+	MD5      [md5.Size]byte
+	ShardCRC []uint32 // CRC-32C of each shard file's data
+	OK       []bool   // which shards are durable
+}
+
+func (p *WriteParams) validate() error {
+	n := p.Code.TotalShards()
+	switch {
+	case len(p.Targets) != n:
+		return fmt.Errorf("stripe: %d targets for %d shards", len(p.Targets), n)
+	case p.ChunkSize <= 0 || p.ChunkSize%int64(p.Code.ShardMultiple()) != 0:
+		return fmt.Errorf("stripe: chunk size %d is not a positive multiple of %d", p.ChunkSize, p.Code.ShardMultiple())
+	case p.FileID == "":
+		return errors.New("stripe: empty file ID")
+	}
+	if p.Quorum == 0 {
+		p.Quorum = min(p.Code.DataShards()+1, n)
+	}
+	if p.Depth <= 0 {
+		p.Depth = 3
+	}
+	if p.StallTimeout <= 0 {
+		p.StallTimeout = 30 * time.Second
+	}
+	return nil
+}
+
+// stripeBuf is one encoded stripe in flight; it goes back to the pool when
+// the hash and every shard sender are done with it.
+type stripeBuf struct {
+	data   []byte   // k*ChunkSize data bytes
+	parity []byte   // m*ChunkSize parity bytes
+	shards [][]byte // n views into data and parity, chunk bytes each
+	n      int      // data bytes in this stripe
+	refs   atomic.Int32
+	pool   chan *stripeBuf
+}
+
+func (b *stripeBuf) release() {
+	if b.refs.Add(-1) == 0 {
+		b.pool <- b
+	}
+}
+
+// Write encodes r into a stripe group and streams every shard to its
+// target. It succeeds when at least Quorum shards are durable; the shards
+// that failed are reported in WriteResult.OK. On error no shard file is
+// committed on purpose, but servers that finished may hold shard files the
+// caller should delete: on error the result, when not nil, still tells in
+// OK which shards were committed.
+func Write(ctx context.Context, shards Shards, p WriteParams, r io.Reader) (*WriteResult, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	n, k := p.Code.TotalShards(), p.Code.DataShards()
+	w := &writer{p: p, shards: shards, cancel: cancel}
+	w.senders = make([]*sender, n)
+	for i := range n {
+		w.senders[i] = w.startSender(ctx, i)
+	}
+	pool := make(chan *stripeBuf, p.Depth)
+	for range p.Depth {
+		b := &stripeBuf{
+			data:   make([]byte, int64(k)*p.ChunkSize),
+			parity: make([]byte, int64(n-k)*p.ChunkSize),
+			shards: make([][]byte, n),
+			pool:   pool,
+		}
+		pool <- b
+	}
+	md := md5.New()
+	hashed := make(chan *stripeBuf, p.Depth)
+	hashDone := make(chan struct{})
+	go func() {
+		defer close(hashDone)
+		for b := range hashed {
+			md.Write(b.data[:b.n])
+			b.release()
+		}
+	}()
+
+	size, readErr := w.produce(ctx, r, pool, hashed, md)
+	close(hashed)
+	for _, s := range w.senders {
+		close(s.in)
+	}
+	<-hashDone
+	if readErr != nil {
+		// Abort every shard stream so servers discard their temp files.
+		cancel(readErr)
+	}
+	res := &WriteResult{Size: size, ShardCRC: make([]uint32, n), OK: make([]bool, n)}
+	var errs []error
+	for i, s := range w.senders {
+		<-s.done
+		res.ShardCRC[i] = s.crc
+		if s.err == nil {
+			res.OK[i] = true
+		} else {
+			errs = append(errs, &ShardError{Index: i, Node: p.Targets[i].Node, Err: s.err})
+		}
+	}
+	copy(res.MD5[:], md.Sum(nil))
+	if readErr != nil {
+		return res, readErr
+	}
+	if got := n - len(errs); got < p.Quorum {
+		return res, &QuorumError{Op: "write", Want: p.Quorum, Got: got, Errs: errs}
+	}
+	return res, nil
+}
+
+type writer struct {
+	p      WriteParams
+	shards Shards
+	cancel context.CancelCauseFunc
+	failed atomic.Int32
+
+	senders []*sender
+}
+
+// produce reads stripes from r, encodes them and hands them to the hash and
+// the senders. It returns the body size and the first read error.
+func (w *writer) produce(ctx context.Context, r io.Reader, pool chan *stripeBuf, hashed chan<- *stripeBuf, md hash.Hash) (int64, error) {
+	p := w.p
+	n, k := p.Code.TotalShards(), p.Code.DataShards()
+	mult := int64(p.Code.ShardMultiple())
+	var total int64
+	for first := true; ; first = false {
+		var b *stripeBuf
+		select {
+		case b = <-pool:
+		case <-ctx.Done():
+			return total, context.Cause(ctx)
+		}
+		got, err := io.ReadFull(r, b.data)
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			err = nil
+		case err != nil:
+			pool <- b
+			return total, fmt.Errorf("stripe: reading body: %w", err)
+		}
+		total += int64(got)
+		if p.Size >= 0 && total > p.Size {
+			pool <- b
+			return total, fmt.Errorf("%w: more than %d bytes", ErrSize, p.Size)
+		}
+		last := got < len(b.data)
+		if got == 0 && !first {
+			pool <- b
+			break
+		}
+		chunk := p.ChunkSize
+		if last {
+			per := (int64(got) + int64(k) - 1) / int64(k)
+			chunk = (per + mult - 1) / mult * mult
+			clear(b.data[got : int64(k)*chunk])
+		}
+		for i := range k {
+			b.shards[i] = b.data[int64(i)*chunk : int64(i+1)*chunk]
+		}
+		for i := k; i < n; i++ {
+			b.shards[i] = b.parity[int64(i-k)*chunk : int64(i-k+1)*chunk]
+		}
+		if chunk > 0 {
+			if err := p.Code.Encode(b.shards); err != nil {
+				pool <- b
+				return total, fmt.Errorf("stripe: encode: %w", err)
+			}
+		}
+		b.n = got
+		b.refs.Store(int32(n + 1))
+		hashed <- b
+		for _, s := range w.senders {
+			s.in <- b
+		}
+		if int(w.failed.Load()) > n-p.Quorum {
+			return total, w.quorumLost()
+		}
+		if last {
+			break
+		}
+		if p.Size >= 0 && total == p.Size {
+			// Do not wait for a read that would block on a client
+			// that has sent everything.
+			break
+		}
+	}
+	if p.Size >= 0 && total != p.Size {
+		return total, fmt.Errorf("%w: got %d of %d bytes", ErrSize, total, p.Size)
+	}
+	return total, nil
+}
+
+func (w *writer) quorumLost() error {
+	var errs []error
+	for i, s := range w.senders {
+		if e := s.loadErr(); e != nil {
+			errs = append(errs, &ShardError{Index: i, Node: w.p.Targets[i].Node, Err: e})
+		}
+	}
+	n := w.p.Code.TotalShards()
+	return &QuorumError{Op: "write", Want: w.p.Quorum, Got: n - len(errs), Errs: errs}
+}
+
+// sender streams one shard to its server through a pipe.
+type sender struct {
+	in   chan *stripeBuf
+	done chan struct{}
+	crc  uint32
+
+	mu  sync.Mutex
+	err error
+}
+
+func (s *sender) setErr(err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+		return true
+	}
+	return false
+}
+
+func (s *sender) loadErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (w *writer) startSender(ctx context.Context, i int) *sender {
+	s := &sender{in: make(chan *stripeBuf, w.p.Depth), done: make(chan struct{})}
+	t := w.p.Targets[i]
+	if t.Addr == "" {
+		s.setErr(errors.New("server not reachable"))
+		w.failed.Add(1)
+		go func() {
+			defer close(s.done)
+			for b := range s.in {
+				b.release()
+			}
+		}()
+		return s
+	}
+	sctx, scancel := context.WithCancelCause(ctx)
+	pr, pw := io.Pipe()
+	putDone := make(chan error, 1)
+	go func() {
+		_, err := w.shards.PutShard(sctx, t.Addr, w.p.FileID, i, pr)
+		pr.CloseWithError(errOr(err, io.ErrClosedPipe))
+		putDone <- err
+	}()
+	go func() {
+		defer close(s.done)
+		defer scancel(nil)
+		crc := uint32(0)
+		fail := func(err error) {
+			if s.setErr(err) {
+				w.failed.Add(1)
+			}
+			scancel(err)
+		}
+		for b := range s.in {
+			if s.loadErr() == nil {
+				chunk := b.shards[i]
+				timer := time.AfterFunc(w.p.StallTimeout, func() {
+					fail(fmt.Errorf("server accepted no data for %s", w.p.StallTimeout))
+				})
+				_, err := pw.Write(chunk)
+				timer.Stop()
+				if err != nil {
+					fail(err)
+				} else {
+					crc = crc32.Update(crc, castagnoli, chunk)
+				}
+			}
+			b.release()
+		}
+		if cause := context.Cause(ctx); cause != nil {
+			pw.CloseWithError(cause)
+		} else {
+			pw.Close()
+		}
+		if err := <-putDone; err != nil {
+			fail(err)
+		}
+		s.crc = crc
+	}()
+	return s
+}
+
+func errOr(err, def error) error {
+	if err != nil {
+		return err
+	}
+	return def
+}
+
+// Geometry returns the stripe geometry of a code and chunk size.
+func Geometry(c codec.Code, chunk int64) metadata.StripeGeometry {
+	return metadata.StripeGeometry{K: c.DataShards(), ChunkSize: chunk, Multiple: int64(c.ShardMultiple())}
+}
