@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 )
@@ -82,13 +83,15 @@ func Survey(ctx context.Context, c Regenerating, opt SurveyOptions) ([]SurveyRow
 			}
 			row.Patterns++
 			row.Methods[p.Method]++
-			if p.Method == MethodVirtual || p.Method == MethodAugmented || (p.Method == MethodConventional && t < k && c.SubChunks() > 1) {
+			// Bad: the CORE baseline download did not solve the pattern, although
+			// the bound promised a saving.
+			if p.Method == MethodVirtual || p.Method == MethodAugmented || (p.Method == MethodConventional && row.Bound < 1 && c.SubChunks() > 1) {
 				row.Bad++
 			}
 			sum += ratio
 			row.MaxRatio = max(row.MaxRatio, ratio)
 		}
-		row.MeanRatio = sum / float64(row.Patterns)
+		row.MeanRatio = math.Round(sum/float64(row.Patterns)*1e6) / 1e6
 		rows = append(rows, row)
 	}
 	return rows, nil
