@@ -1,0 +1,170 @@
+package shardserver
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a shard server. Start from DefaultConfig.
+type Config struct {
+	// DataDir holds everything the server owns: node-id, meta/ (pebble)
+	// and shards/. Required.
+	DataDir string
+	// Secret is the cluster secret every request must carry. Required.
+	Secret string
+	// NodeID is this server's stable ID; get it from LoadOrCreateNodeID.
+	// Required.
+	NodeID string
+
+	// BlockSize is the checksum block of new shard files, in bytes.
+	// Default 64 KiB: small enough that a ranged read verifies little
+	// beyond what it returns, large enough that the 4-byte CRC per block
+	// costs 0.006% of space. Existing files keep the size in their header.
+	BlockSize int
+	// GCDelay is how long the shard files of a replaced or deleted object
+	// stay after the replacement, so GETs of the old version that are in
+	// flight can finish. Default 1m.
+	GCDelay time.Duration
+	// GCInterval is how often the GC queue is polled. Default 5s.
+	GCInterval time.Duration
+	// OrphanAge is the age after which a shard file no manifest references
+	// is deleted (leftovers of failed PUTs, and temp files of crashed
+	// ones). It must outlast the slowest PUT between its first shard and
+	// its manifest. Default 24h.
+	OrphanAge time.Duration
+	// OrphanSweepInterval is how often shard files are swept for orphans.
+	// Default 1h.
+	OrphanSweepInterval time.Duration
+	// MaxJSONBody caps manifest and bucket request bodies. Default 64 MiB:
+	// a 10,000-part manifest with inline checksums is a few MiB.
+	MaxJSONBody int64
+
+	// Logger receives structured logs. Nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the server's metrics. Nil: metrics are kept but
+	// not exported. Never the global default registry implicitly.
+	Registerer prometheus.Registerer
+	// FS is the file system shard files live on. Nil means the OS's; tests
+	// inject faults here. (The pebble DB always uses the OS's.)
+	FS FS
+}
+
+// DefaultConfig returns a Config with every default filled in; DataDir,
+// Secret and NodeID are left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		BlockSize:           64 << 10,
+		GCDelay:             time.Minute,
+		GCInterval:          5 * time.Second,
+		OrphanAge:           24 * time.Hour,
+		OrphanSweepInterval: time.Hour,
+		MaxJSONBody:         64 << 20,
+	}
+}
+
+// ErrInvalidConfig is returned by Validate.
+var ErrInvalidConfig = errors.New("shardserver: invalid config")
+
+// MaxBlockSize bounds Config.BlockSize (and what a shard header may claim),
+// which bounds per-request memory.
+const MaxBlockSize = 16 << 20
+
+// Validate checks c.
+func (c Config) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.DataDir == "":
+		return bad("DataDir is required")
+	case c.Secret == "":
+		return bad("Secret is required")
+	case !validNodeID(c.NodeID):
+		return bad("NodeID %q is not 16 hex digits", c.NodeID)
+	case c.BlockSize < 512 || c.BlockSize > MaxBlockSize:
+		return bad("BlockSize %d outside 512..%d", c.BlockSize, MaxBlockSize)
+	case c.GCDelay < 0:
+		return bad("negative GCDelay")
+	case c.GCInterval <= 0 || c.OrphanSweepInterval <= 0:
+		return bad("GCInterval and OrphanSweepInterval must be positive")
+	case c.OrphanAge < time.Minute:
+		return bad("OrphanAge %v is below 1m; it would delete shards of PUTs in flight", c.OrphanAge)
+	case c.MaxJSONBody <= 0:
+		return bad("MaxJSONBody must be positive")
+	}
+	return nil
+}
+
+const nodeIDFile = "node-id"
+
+// LoadOrCreateNodeID returns the node ID stored in dataDir, creating it
+// (16 random hex digits, written durably) on first use. Addresses change,
+// node IDs do not: manifests name servers by node ID.
+func LoadOrCreateNodeID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, nodeIDFile)
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(raw))
+		if !validNodeID(id) {
+			return "", fmt.Errorf("shardserver: %s holds %q, not a node ID", path, id)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("shardserver: read node ID: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", fmt.Errorf("shardserver: create data dir: %w", err)
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("shardserver: node ID: %w", err)
+	}
+	id := hex.EncodeToString(b[:])
+	osfs := OSFS{}
+	tmp := path + ".tmp"
+	if err := writeFileSync(osfs, tmp, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("shardserver: write node ID: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("shardserver: write node ID: %w", err)
+	}
+	if err := osfs.SyncDir(dataDir); err != nil {
+		return "", fmt.Errorf("shardserver: write node ID: %w", err)
+	}
+	return id, nil
+}
+
+func validNodeID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+func writeFileSync(fsys FS, name string, data []byte) error {
+	f, err := fsys.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

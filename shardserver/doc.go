@@ -1,0 +1,54 @@
+// Package shardserver is one regen shard server: it stores shard files on
+// its local disk, keeps the manifests and bucket records of the objects it
+// holds shards of in a pebble DB (package metadata), and serves both over
+// the shardrpc HTTP protocol.
+//
+// # Layout of the data directory
+//
+//	node-id            this server's stable node ID (16 hex digits)
+//	meta/              pebble DB: manifests, part index, buckets, GC queue
+//	shards/<xx>/<id>.<idx>  shard idx of part <id>; <xx> is the ID's first
+//	                   two characters, lowercased, to keep directories small
+//	shards/<xx>/.tmp.* shard files being written
+//
+// Object keys never become paths: files are named by part ID and shard
+// index only, both validated by shardrpc.ValidateShardName. Part IDs should
+// differ in more than letter case, for case-insensitive file systems.
+//
+// # Shard file format, version 1
+//
+//	offset  size  field
+//	0       4     magic "RGSH"
+//	4       2     format version, big-endian (1)
+//	6       2     flags (0)
+//	8       4     block size B, big-endian (Config.BlockSize when written)
+//	12      4     CRC-32C (Castagnoli) of the whole data, big-endian
+//	16      ...   blocks: B data bytes then the CRC-32C of those bytes
+//	              (4, big-endian); the last block may be short, never empty
+//
+// The data length follows from the file size: with body = size-16 and
+// per = B+4, it is (body/per)*B plus (body%per)-4 when the remainder is
+// non-zero; a remainder of 1..4 bytes marks a damaged file. Every read
+// verifies every block it touches, so a ranged read costs at most two
+// partial blocks of extra I/O. The whole-data CRC in the header answers a
+// stat without reading the data; it is the CRC the manifest records per
+// shard (Part.ShardCRC).
+//
+// # Durability
+//
+// A shard is written to a temp file in its final directory, fsynced,
+// renamed over the final name, and the directory fsynced; only then is the
+// PUT answered 200. A write that fails or whose body is cut short leaves
+// nothing under the final name. Manifests are synced by the metadata store.
+//
+// # Garbage collection
+//
+// When a manifest replaces another (a newer version, a tombstone, or a
+// repair that moved shards), the shard files this node held for the old one
+// and does not hold for the new one are queued for deletion after
+// Config.GCDelay, so that GETs of the old version in flight finish. Before
+// deleting, the GC loop checks that no current manifest has claimed the
+// file again. A slower sweep deletes shard files older than
+// Config.OrphanAge that no manifest references (shards of failed PUTs) and
+// old temp files.
+package shardserver

@@ -1,0 +1,162 @@
+package shardserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// shardRef names one shard file.
+type shardRef struct {
+	fileID string
+	idx    int
+}
+
+// heldBy returns the shard files of m that node holds: for each part, the
+// shard at node's position in the placement. A tombstone holds none.
+func heldBy(m *metadata.Manifest, node string) []shardRef {
+	if m == nil || m.Deleted {
+		return nil
+	}
+	var out []shardRef
+	for idx, id := range m.Placement {
+		if id != node {
+			continue
+		}
+		for _, p := range m.Parts {
+			out = append(out, shardRef{p.ID, idx})
+		}
+	}
+	return out
+}
+
+// garbage returns the shard files node held for old that it does not hold
+// for cur.
+func garbage(old, cur *metadata.Manifest, node string) []shardRef {
+	keep := make(map[shardRef]bool)
+	for _, r := range heldBy(cur, node) {
+		keep[r] = true
+	}
+	var out []shardRef
+	for _, r := range heldBy(old, node) {
+		if !keep[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// scheduleGC queues for deletion, after GCDelay, the shard files a manifest
+// write made garbage: those of the manifest it replaced, or those of the
+// written manifest itself when a newer one was already stored (its PUT
+// lost). Failures are logged, not returned: the manifest is stored, and
+// the orphan sweep eventually removes what the queue missed.
+func (s *Server) scheduleGC(ctx context.Context, written *metadata.Manifest, res metadata.PutResult) {
+	var doomed []shardRef
+	if res.Stored {
+		doomed = garbage(res.Replaced, res.Current, s.cfg.NodeID)
+	} else {
+		doomed = garbage(written, res.Current, s.cfg.NodeID)
+	}
+	due := s.now().Add(s.cfg.GCDelay)
+	for _, r := range doomed {
+		if err := s.meta.EnqueueGC(ctx, r.fileID, r.idx, due); err != nil {
+			s.log.Error("enqueue gc", "file", r.fileID, "idx", r.idx, "err", err)
+		}
+	}
+}
+
+// collectGarbage deletes the shard files whose GC is due, unless a current
+// manifest has since claimed them again. It returns how many it deleted.
+func (s *Server) collectGarbage(ctx context.Context) (int, error) {
+	deleted := 0
+	for {
+		items, err := s.meta.DueGC(ctx, s.now(), 256)
+		if err != nil || len(items) == 0 {
+			return deleted, err
+		}
+		for _, it := range items {
+			held, err := s.holds(ctx, it.FileID, it.Idx)
+			if err != nil {
+				return deleted, err
+			}
+			if held {
+				s.log.Info("gc skipped: shard claimed again", "file", it.FileID, "idx", it.Idx)
+				continue
+			}
+			if err := s.shards.remove(it.FileID, it.Idx); err != nil {
+				return deleted, err
+			}
+			deleted++
+			s.m.gcDeleted.WithLabelValues("replaced").Inc()
+			s.log.Debug("gc deleted shard", "file", it.FileID, "idx", it.Idx)
+		}
+		if err := s.meta.DoneGC(ctx, items...); err != nil {
+			return deleted, err
+		}
+	}
+}
+
+// holds reports whether a current manifest places shard idx of part fileID
+// on this node.
+func (s *Server) holds(ctx context.Context, fileID string, idx int) (bool, error) {
+	owners, err := s.meta.PartOwners(ctx, fileID)
+	if err != nil {
+		return false, err
+	}
+	for _, o := range owners {
+		m, err := s.meta.GetManifest(ctx, o.Bucket, o.Key)
+		if errors.Is(err, metadata.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, r := range heldBy(m, s.cfg.NodeID) {
+			if r == (shardRef{fileID, idx}) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// sweepOrphans deletes shard files older than OrphanAge that no manifest
+// references, and temp files of writes that never finished. A file whose
+// part ID some manifest references is kept even if this node is not in
+// its placement: this node's copy of the manifest may be stale, and
+// dropping such shards is the GC queue's job, driven by manifest changes.
+func (s *Server) sweepOrphans(ctx context.Context) (int, error) {
+	cutoff := s.now().Add(-s.cfg.OrphanAge)
+	deleted := 0
+	err := s.shards.walk(func(f storedFile) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !f.modTime.Before(cutoff) || (f.fileID == "" && !f.temp) {
+			return nil
+		}
+		reason := "temp"
+		if !f.temp {
+			owners, err := s.meta.PartOwners(ctx, f.fileID)
+			if err != nil {
+				return err
+			}
+			if len(owners) > 0 {
+				return nil
+			}
+			reason = "orphan"
+		}
+		if err := s.shards.fs.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("shardserver: remove orphan %s: %w", f.path, err)
+		}
+		deleted++
+		s.m.gcDeleted.WithLabelValues(reason).Inc()
+		s.log.Info("removed orphan", "path", f.path, "reason", reason)
+		return nil
+	})
+	return deleted, err
+}

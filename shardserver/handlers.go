@@ -1,0 +1,273 @@
+package shardserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strconv"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// shardName parses and validates the {file}/{idx} path; on failure it
+// answers 400 and returns ok=false.
+func (s *Server) shardName(w http.ResponseWriter, r *http.Request) (fileID string, idx int, ok bool) {
+	fileID = r.PathValue("file")
+	idx, err := shardrpc.ParseShardIdx(fileID, r.PathValue("idx"))
+	if err != nil {
+		s.fail(w, r, err)
+		return "", 0, false
+	}
+	return fileID, idx, true
+}
+
+func (s *Server) putShard(w http.ResponseWriter, r *http.Request) {
+	fileID, idx, ok := s.shardName(w, r)
+	if !ok {
+		return
+	}
+	info, err := s.shards.put(fileID, idx, r.Body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.m.shardWrites.Inc()
+	s.m.shardWriteBytes.Add(float64(info.Size))
+	shardrpc.WriteJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) getShard(w http.ResponseWriter, r *http.Request) {
+	fileID, idx, ok := s.shardName(w, r)
+	if !ok {
+		return
+	}
+	off, length, err := parseRange(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sf, err := s.shards.open(fileID, idx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer sf.f.Close()
+	if length < 0 {
+		length = sf.size - off
+	}
+	if off > sf.size || length < 0 || off+length > sf.size {
+		s.fail(w, r, fmt.Errorf("%w: range %d+%d outside shard of %d bytes", shardrpc.ErrBadRequest, off, length, sf.size))
+		return
+	}
+	rr := sf.rangeReader(off, length)
+	// NB: verify the first block before any header goes out, so the common
+	// case of a bad shard is a clean 409 the client can act on at once.
+	piece, err := rr.Next()
+	if err != nil && err != io.EOF {
+		s.fail(w, r, fmt.Errorf("shard %s.%d: %w", fileID, idx, err))
+		return
+	}
+	h := w.Header()
+	h.Set("Trailer", shardrpc.TrailerError)
+	h.Set(shardrpc.HeaderLength, strconv.FormatInt(length, 10))
+	h.Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	s.m.shardReads.Inc()
+	for err == nil {
+		n, werr := w.Write(piece)
+		s.m.shardReadBytes.Add(float64(n))
+		if werr != nil {
+			return // the client went away
+		}
+		piece, err = rr.Next()
+	}
+	if err == io.EOF {
+		return
+	}
+	// Mid-stream failure: end the body early and say why in the trailer.
+	if errors.Is(err, errCorrupt) {
+		s.m.checksumFailures.Inc()
+		s.log.Error("checksum failure mid-stream", "file", fileID, "idx", idx, "err", err)
+		h.Set(shardrpc.TrailerError, shardrpc.TrailerCorrupt)
+		return
+	}
+	s.log.Error("shard read failed mid-stream", "file", fileID, "idx", idx, "err", err)
+	h.Set(shardrpc.TrailerError, "io")
+}
+
+// parseRange reads the offset and length query parameters.
+func parseRange(r *http.Request) (off, length int64, err error) {
+	q := r.URL.Query()
+	length = -1
+	if v := q.Get(shardrpc.ParamOffset); v != "" {
+		if off, err = strconv.ParseInt(v, 10, 64); err != nil || off < 0 {
+			return 0, 0, fmt.Errorf("%w: bad offset %q", shardrpc.ErrBadRequest, v)
+		}
+	}
+	if v := q.Get(shardrpc.ParamLength); v != "" {
+		if length, err = strconv.ParseInt(v, 10, 64); err != nil || length < -1 {
+			return 0, 0, fmt.Errorf("%w: bad length %q", shardrpc.ErrBadRequest, v)
+		}
+	}
+	return off, length, nil
+}
+
+func (s *Server) statShard(w http.ResponseWriter, r *http.Request) {
+	fileID, idx, ok := s.shardName(w, r)
+	if !ok {
+		return
+	}
+	info, err := s.shards.stat(fileID, idx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set(shardrpc.HeaderSize, strconv.FormatInt(info.Size, 10))
+	w.Header().Set(shardrpc.HeaderCRC, strconv.FormatUint(uint64(info.CRC), 10))
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) deleteShard(w http.ResponseWriter, r *http.Request) {
+	fileID, idx, ok := s.shardName(w, r)
+	if !ok {
+		return
+	}
+	if err := s.shards.remove(fileID, idx); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) {
+	var m metadata.Manifest
+	if err := s.decode(w, r, &m); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.meta.PutManifest(r.Context(), &m)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.scheduleGC(r.Context(), &m, res)
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutManifestResponse{Stored: res.Stored, Current: res.Current.Version})
+}
+
+func (s *Server) getManifest(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	bucket, key := q.Get(shardrpc.ParamBucket), q.Get(shardrpc.ParamKey)
+	if bucket == "" || key == "" {
+		s.fail(w, r, fmt.Errorf("%w: bucket and key are required", shardrpc.ErrBadRequest))
+		return
+	}
+	m, err := s.meta.GetManifest(r.Context(), bucket, key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	lq := metadata.ListQuery{
+		Bucket:    q.Get(shardrpc.ParamBucket),
+		Prefix:    q.Get(shardrpc.ParamPrefix),
+		Delimiter: q.Get(shardrpc.ParamDelimiter),
+		After:     q.Get(shardrpc.ParamAfter),
+	}
+	if v := q.Get(shardrpc.ParamLimit); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("%w: bad limit %q", shardrpc.ErrBadRequest, v))
+			return
+		}
+		lq.Limit = n
+	}
+	es, truncated, err := s.meta.List(r.Context(), lq)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if es == nil {
+		es = []metadata.ListEntry{}
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.ListResponse{Entries: es, Truncated: truncated})
+}
+
+func (s *Server) putBucket(w http.ResponseWriter, r *http.Request) {
+	var b metadata.Bucket
+	if err := s.decode(w, r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	stored, err := s.meta.PutBucket(r.Context(), &b)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutBucketResponse{Stored: stored})
+}
+
+func (s *Server) listBuckets(w http.ResponseWriter, r *http.Request) {
+	bs, err := s.meta.ListBuckets(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if bs == nil {
+		bs = []metadata.Bucket{}
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, bs)
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.meta.Stats(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	used, free, err := diskUsage(s.cfg.DataDir)
+	if err != nil {
+		s.log.Warn("disk usage", "err", err)
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.Stats{
+		NodeID: s.cfg.NodeID, Objects: st.Objects, Tombstones: st.Tombstones, Bytes: st.Bytes, Shards: st.Shards,
+		DiskUsedBytes: used, DiskFreeBytes: free,
+	})
+}
+
+// decode reads a JSON request body of bounded size into v.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxJSONBody))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: decode body: %w", shardrpc.ErrBadRequest, err)
+	}
+	return nil
+}
+
+// fail answers err with the status and code its kind maps to.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := http.StatusInternalServerError, shardrpc.CodeInternal
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, metadata.ErrNotFound):
+		status, code = http.StatusNotFound, shardrpc.CodeNotFound
+	case errors.Is(err, errCorrupt):
+		status, code = http.StatusConflict, shardrpc.CodeCorrupt
+		s.m.checksumFailures.Inc()
+		s.log.Error("shard corrupt", "path", r.URL.Path, "err", err)
+	case errors.Is(err, shardrpc.ErrBadRequest), errors.Is(err, errBody),
+		errors.Is(err, metadata.ErrInvalidManifest), errors.Is(err, metadata.ErrInvalidBucket),
+		errors.Is(err, metadata.ErrInvalidQuery):
+		status, code = http.StatusBadRequest, shardrpc.CodeBadRequest
+		s.log.Debug("bad request", "method", r.Method, "path", r.URL.Path, "err", err)
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	shardrpc.WriteError(w, status, code, err.Error())
+}

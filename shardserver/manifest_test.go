@@ -1,0 +1,117 @@
+package shardserver
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// manifest builds a one-part manifest that places shard 1 on testNode.
+func manifest(bucket, key string, ts int64, partID string) *metadata.Manifest {
+	return &metadata.Manifest{
+		Bucket: bucket, Key: key, Version: metadata.Version{TS: ts, Writer: "gw"},
+		Size: 10, ETag: "e", Code: "rs-2-1", ChunkSize: 8, Modified: time.Unix(ts, 0).UTC(),
+		Placement: []string{"aaaaaaaaaaaaaaaa", testNode, "bbbbbbbbbbbbbbbb"},
+		Parts:     []metadata.Part{{Number: 1, ID: partID, Size: 10, ShardCRC: []uint32{1, 2, 3}}},
+	}
+}
+
+func tombstone(bucket, key string, ts int64) *metadata.Manifest {
+	return &metadata.Manifest{Bucket: bucket, Key: key, Version: metadata.Version{TS: ts, Writer: "gw"}, Deleted: true}
+}
+
+func TestManifestNewerWinsOverRPC(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	versions := []*metadata.Manifest{
+		manifest("b", "k", 1, "p1"), manifest("b", "k", 2, "p2"), tombstone("b", "k", 3), manifest("b", "k", 4, "p4"),
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 5 {
+		key := string(rune('a' + trial))
+		var maxSeen int64
+		for _, i := range rng.Perm(len(versions)) {
+			m := *versions[i]
+			m.Key = key
+			stored, cur, err := e.client.PutManifest(ctx, e.addr, &m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := m.Version.TS > maxSeen; stored != want {
+				t.Fatalf("trial %d: put v%d stored=%v, want %v", trial, m.Version.TS, stored, want)
+			}
+			maxSeen = max(maxSeen, m.Version.TS)
+			if cur.TS != maxSeen {
+				t.Fatalf("trial %d: current v%d, want v%d", trial, cur.TS, maxSeen)
+			}
+		}
+		got, err := e.client.GetManifest(ctx, e.addr, "b", key)
+		if err != nil || got.Version.TS != 4 || got.Parts[0].ID != "p4" {
+			t.Fatalf("trial %d: got %+v %v", trial, got, err)
+		}
+	}
+	if _, err := e.client.GetManifest(ctx, e.addr, "b", "none"); !errors.Is(err, shardrpc.ErrNotFound) {
+		t.Fatalf("absent manifest: %v", err)
+	}
+	if _, _, err := e.client.PutManifest(ctx, e.addr, &metadata.Manifest{Bucket: "b", Key: "k"}); !errors.Is(err, shardrpc.ErrBadRequest) {
+		t.Fatalf("invalid manifest: %v", err)
+	}
+	// A tombstone comes back as a manifest with Deleted set.
+	if _, _, err := e.client.PutManifest(ctx, e.addr, tombstone("b", "gone", 9)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := e.client.GetManifest(ctx, e.addr, "b", "gone"); err != nil || !m.Deleted {
+		t.Fatalf("tombstone: %+v %v", m, err)
+	}
+}
+
+func TestListAndBucketsOverRPC(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	for i, k := range []string{"a/1", "a/2", "b", "c/d/e"} {
+		if _, _, err := e.client.PutManifest(ctx, e.addr, manifest("bk", k, int64(i+1), "p"+k[:1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := e.client.PutManifest(ctx, e.addr, tombstone("bk", "b", 10)); err != nil {
+		t.Fatal(err)
+	}
+	es, tr, err := e.client.List(ctx, e.addr, metadata.ListQuery{Bucket: "bk", Delimiter: "/", Limit: 2})
+	if err != nil || !tr || len(es) != 2 || es[0].Prefix != "a/" || es[1].Key != "b" || !es[1].Deleted {
+		t.Fatalf("page 1: %+v %v %v", es, tr, err)
+	}
+	es, tr, err = e.client.List(ctx, e.addr, metadata.ListQuery{Bucket: "bk", Delimiter: "/", After: "b"})
+	if err != nil || tr || len(es) != 1 || es[0].Prefix != "c/" {
+		t.Fatalf("page 2: %+v %v %v", es, tr, err)
+	}
+	es, _, err = e.client.List(ctx, e.addr, metadata.ListQuery{Bucket: "empty"})
+	if err != nil || es == nil || len(es) != 0 {
+		t.Fatalf("empty bucket: %#v %v", es, err)
+	}
+	if _, _, err := e.client.List(ctx, e.addr, metadata.ListQuery{}); !errors.Is(err, shardrpc.ErrBadRequest) {
+		t.Fatalf("no bucket: %v", err)
+	}
+
+	for _, b := range []metadata.Bucket{
+		{Name: "x", Version: metadata.Version{TS: 2, Writer: "g"}},
+		{Name: "x", Version: metadata.Version{TS: 3, Writer: "g"}, Deleted: true},
+		{Name: "x", Version: metadata.Version{TS: 1, Writer: "g"}},
+		{Name: "y", Version: metadata.Version{TS: 1, Writer: "g"}},
+	} {
+		if err := e.client.PutBucket(ctx, e.addr, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bs, err := e.client.ListBuckets(ctx, e.addr)
+	if err != nil || len(bs) != 2 || !bs[0].Deleted || bs[0].Version.TS != 3 || bs[1].Name != "y" {
+		t.Fatalf("buckets: %+v %v", bs, err)
+	}
+	if err := e.client.PutBucket(ctx, e.addr, &metadata.Bucket{Name: "z"}); !errors.Is(err, shardrpc.ErrBadRequest) {
+		t.Fatalf("bucket without version: %v", err)
+	}
+}

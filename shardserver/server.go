@@ -1,0 +1,143 @@
+package shardserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Server is one shard server: its shard files, its metadata store, the
+// HTTP handler that serves them and the background GC loops.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	meta   *metadata.Store
+	shards *shardStore
+	m      *metrics
+	now    func() time.Time // NB: a seam so GC tests need not sleep
+
+	handler http.Handler
+}
+
+// New opens the metadata store under DataDir/meta and the shard store under
+// DataDir/shards.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("node", cfg.NodeID)
+	fsys := cfg.FS
+	if fsys == nil {
+		fsys = OSFS{}
+	}
+	root := filepath.Join(cfg.DataDir, "shards")
+	if err := fsys.MkdirAll(root); err != nil {
+		return nil, fmt.Errorf("shardserver: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("shardserver: %w", err)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("shardserver: register metrics: %w", err)
+	}
+	meta, err := metadata.Open(filepath.Join(cfg.DataDir, "meta"), metadata.Options{NodeID: cfg.NodeID, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("shardserver: %w", err)
+	}
+	s := &Server{
+		cfg:    cfg,
+		log:    log,
+		meta:   meta,
+		shards: &shardStore{fs: fsys, root: root, blockSize: cfg.BlockSize},
+		m:      m,
+		now:    time.Now,
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Close closes the metadata store. Stop serving and Run first.
+func (s *Server) Close() error { return s.meta.Close() }
+
+// Store returns the server's metadata store, for wiring that runs in the
+// same process (the repair worker).
+func (s *Server) Store() *metadata.Store { return s.meta }
+
+// Handler returns the HTTP API. Everything but the health probes requires
+// the cluster secret. Serve it with an http.Server that has a
+// ReadHeaderTimeout but no Read/WriteTimeout: shard streams are long.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	api := http.NewServeMux()
+	shard := shardrpc.PathShards + "{file}/{idx}"
+	for _, r := range []struct {
+		pattern, route string
+		h              http.HandlerFunc
+	}{
+		{"PUT " + shard, "put_shard", s.putShard},
+		{"GET " + shard, "get_shard", s.getShard},
+		{"HEAD " + shard, "stat_shard", s.statShard},
+		{"DELETE " + shard, "delete_shard", s.deleteShard},
+		{"POST " + shardrpc.PathManifests, "put_manifest", s.putManifest},
+		{"GET " + shardrpc.PathManifests, "get_manifest", s.getManifest},
+		{"GET " + shardrpc.PathList, "list", s.list},
+		{"POST " + shardrpc.PathBuckets, "put_bucket", s.putBucket},
+		{"GET " + shardrpc.PathBuckets, "list_buckets", s.listBuckets},
+		{"GET " + shardrpc.PathStats, "stats", s.stats},
+	} {
+		api.HandleFunc(r.pattern, s.m.instrument(r.route, r.h))
+	}
+	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// NB: a JSON code, so a client never mistakes a wrong path for a
+		// missing shard.
+		shardrpc.WriteError(w, http.StatusNotFound, shardrpc.CodeNoRoute, r.Method+" "+r.URL.Path)
+	})
+
+	root := http.NewServeMux()
+	ok := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+	root.HandleFunc("GET "+shardrpc.PathHealth, ok)
+	root.HandleFunc("GET "+shardrpc.PathReady, ok)
+	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if !shardrpc.CheckSecret(r, s.cfg.Secret) {
+			shardrpc.WriteError(w, http.StatusUnauthorized, shardrpc.CodeUnauthorized, "missing or wrong cluster secret")
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+	return root
+}
+
+// Run runs the background loops (GC queue, orphan sweep) until ctx is done.
+func (s *Server) Run(ctx context.Context) error {
+	gc := time.NewTicker(s.cfg.GCInterval)
+	defer gc.Stop()
+	sweep := time.NewTicker(s.cfg.OrphanSweepInterval)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-gc.C:
+			if _, err := s.collectGarbage(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("gc queue", "err", err)
+			}
+		case <-sweep.C:
+			if _, err := s.sweepOrphans(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("orphan sweep", "err", err)
+			}
+		}
+	}
+}
