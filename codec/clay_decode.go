@@ -5,13 +5,23 @@ import (
 	"fmt"
 )
 
-// innerDecoder recovers the U-domain sub-chunks of the erased internal
-// nodes of one plane from k+nu known ones. Every plane of a layered decode
-// has the same erasure set, so one matrix serves all planes.
+// innerDecoder maps, for one erasure set, the stored sub-chunks C a plane
+// needs straight to the U-domain sub-chunks of the erased nodes. The inner
+// MDS decode U_E = D * U_S and the pairwise transforms U_a = C_a + g*C_b of
+// the nodes read are linear, so they are folded into one matrix per plane and
+// run as a single fused SIMD pass: no intermediate U of survivors is ever
+// written. Virtual nodes contribute nothing (their C is zero).
 type innerDecoder struct {
-	in []int // internal indices read, k+nu of them
+	planes []planeDecoder
+}
+
+type planeDecoder struct {
+	in []cref // stored sub-chunks read, in column order
 	lm *linmap
 }
+
+// cref names stored sub-chunk z of internal node a.
+type cref struct{ a, z int }
 
 func (c *Clay) innerDecoder(erased []int) (*innerDecoder, error) {
 	key := setKey(erased)
@@ -21,6 +31,25 @@ func (c *Clay) innerDecoder(erased []int) (*innerDecoder, error) {
 	if ok {
 		return d, nil
 	}
+	base, in, err := c.innerMatrix(erased)
+	if err != nil {
+		return nil, err
+	}
+	d = &innerDecoder{planes: make([]planeDecoder, c.alpha)}
+	for z := range d.planes {
+		if d.planes[z], err = c.planeDecoder(base, in, z); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	c.decoders[key] = d
+	c.mu.Unlock()
+	return d, nil
+}
+
+// innerMatrix returns the scalar decode matrix of the inner code from the
+// first k+nu non-erased internal nodes (which it also returns).
+func (c *Clay) innerMatrix(erased []int) ([][]byte, []int, error) {
 	kk := c.k + c.nu
 	isErased := make([]bool, c.n+c.nu)
 	for _, a := range erased {
@@ -38,21 +67,56 @@ func (c *Clay) innerDecoder(erased []int) (*innerDecoder, error) {
 	}
 	inv, err := matInvert(sub)
 	if err != nil {
-		return nil, fmt.Errorf("codec: %s inner decode %v: %w", c.Name(), erased, err)
+		return nil, nil, fmt.Errorf("codec: %s inner decode %v: %w", c.Name(), erased, err)
 	}
 	rows := make([][]byte, len(erased))
 	for i, a := range erased {
 		rows[i] = matMul([][]byte{c.inner[a]}, inv)[0]
 	}
-	lm, err := newLinmap(rows, kk)
-	if err != nil {
-		return nil, err
+	return rows, in, nil
+}
+
+func (c *Clay) isVirtual(a int) bool { return a >= c.k && a < c.k+c.nu }
+
+// planeDecoder folds the pairwise transforms of plane z into base.
+func (c *Clay) planeDecoder(base [][]byte, in []int, z int) (planeDecoder, error) {
+	var pd planeDecoder
+	col := map[cref]int{}
+	rows := make([][]byte, len(base))
+	add := func(r cref, j int, coef byte) {
+		if c.isVirtual(r.a) {
+			return
+		}
+		ci, ok := col[r]
+		if !ok {
+			ci = len(pd.in)
+			col[r] = ci
+			pd.in = append(pd.in, r)
+			for i := range rows {
+				rows[i] = append(rows[i], 0)
+			}
+		}
+		for i := range rows {
+			rows[i][ci] ^= gfMul(base[i][j], coef)
+		}
 	}
-	d = &innerDecoder{in: in, lm: lm}
-	c.mu.Lock()
-	c.decoders[key] = d
-	c.mu.Unlock()
-	return d, nil
+	for j, a := range in {
+		x, y := a%c.q, a/c.q
+		zy := c.digit(z, y)
+		switch {
+		case x == zy: // dot: U = C
+			add(cref{a, z}, j, 1)
+		case x > zy: // hi: U_hi = C_hi + C_lo
+			add(cref{a, z}, j, 1)
+			add(cref{y*c.q + zy, c.swap(z, y, x)}, j, 1)
+		default: // lo: U_lo = C_hi + pftC*C_lo
+			add(cref{a, z}, j, pftC)
+			add(cref{y*c.q + zy, c.swap(z, y, x)}, j, 1)
+		}
+	}
+	lm, err := newLinmap(rows, len(pd.in))
+	pd.lm = lm
+	return pd, err
 }
 
 // getScratch returns a buffer of n bytes (contents undefined).
@@ -68,7 +132,8 @@ func (c *Clay) getScratch(n int) *[]byte {
 // decode is the layered decoder (msr-codes.md §2.4). cb[a] is the C buffer
 // of internal node a (alpha*sc bytes); buffers of erased nodes are outputs,
 // virtual nodes point at zeros. Planes are processed in increasing order of
-// their intersection score so that every coupled partner needed is known.
+// their intersection score so that every coupled partner needed is known:
+// a survivor's partner in an erased node lies in a plane of lower score.
 func (c *Clay) decode(cb [][]byte, erased []int, sc int) error {
 	if len(erased) == 0 || sc == 0 {
 		return nil
@@ -84,8 +149,6 @@ func (c *Clay) decode(cb [][]byte, erased []int, sc int) error {
 	}
 	ubuf := c.getScratch(len(erased) * L)
 	defer c.scratch.Put(ubuf)
-	tbuf := c.getScratch(len(dec.in) * sc)
-	defer c.scratch.Put(tbuf)
 	u := make([][]byte, c.n+c.nu)
 	for i, a := range erased {
 		u[a] = (*ubuf)[i*L : (i+1)*L]
@@ -100,33 +163,25 @@ func (c *Clay) decode(cb [][]byte, erased []int, sc int) error {
 		}
 		buckets[s] = append(buckets[s], z)
 	}
-	sub := func(b []byte, z int) []byte { return b[z*sc : (z+1)*sc] }
-	in := make([][]byte, len(dec.in))
+	var in [][]byte
 	out := make([][]byte, len(erased))
 	for _, planes := range buckets {
 		for _, z := range planes {
-			for j, a := range dec.in {
-				x, y := a%q, a/q
-				zy := c.digit(z, y)
-				ca := sub(cb[a], z)
-				if x == zy { // dot: U = C
-					in[j] = ca
-					continue
-				}
-				cp := sub(cb[y*q+zy], c.swap(z, y, x)) // known, or decoded in an earlier round
-				dst := (*tbuf)[j*sc : (j+1)*sc]
-				if x > zy { // a is hi: U_hi = C_hi + C_lo
-					subtle.XORBytes(dst, ca, cp)
-				} else { // a is lo: U_lo = C_hi + pftC*C_lo
-					copy(dst, cp)
-					mulXor(pftC, ca, dst)
-				}
-				in[j] = dst
+			pd := &dec.planes[z]
+			in = in[:0]
+			for _, r := range pd.in {
+				in = append(in, cb[r.a][r.z*sc:(r.z+1)*sc])
 			}
 			for i, e := range erased {
-				out[i] = sub(u[e], z)
+				if e%q == c.digit(z, e/q) {
+					// An erased dot has C = U, and no other plane
+					// needs its U: write it in place.
+					out[i] = cb[e][z*sc : (z+1)*sc]
+				} else {
+					out[i] = u[e][z*sc : (z+1)*sc]
+				}
 			}
-			dec.lm.apply(in, out)
+			pd.lm.apply(in, out)
 		}
 		for _, z := range planes {
 			for _, e := range erased {
@@ -145,8 +200,7 @@ func (c *Clay) uncouple(cb, u [][]byte, isErased []bool, e, z, sc int) {
 	zy := c.digit(z, y)
 	ue := u[e][z*sc : (z+1)*sc]
 	dst := cb[e][z*sc : (z+1)*sc]
-	if x == zy {
-		copy(dst, ue)
+	if x == zy { // done in place by decode
 		return
 	}
 	a, zp := y*q+zy, c.swap(z, y, x)
