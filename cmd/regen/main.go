@@ -1,13 +1,102 @@
+// Command regen is the one binary of regen: S3 gateway, shard server, the
+// embedded dev cluster, the operator CLI and the tools.
+//
+// It is the only place that reads flags and environment variables; every
+// package below takes its configuration as values.
 package main
+
 import (
- _ "github.com/gofiber/fiber/v2"
- _ "github.com/klauspost/reedsolomon"
- _ "github.com/cockroachdb/pebble/v2"
- _ "github.com/hashicorp/memberlist"
- _ "github.com/minio/minio-go/v7"
- _ "github.com/prometheus/client_golang/prometheus"
- _ "github.com/schollz/progressbar/v3"
- _ "golang.org/x/sync/errgroup"
- _ "golang.org/x/time/rate"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
 )
-func main(){}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"dev":     {"run a gateway and N shard servers on this machine (the embedded cluster)", runDev},
+		"gateway": {"run an S3 gateway", runGateway},
+		"shard":   {"run a shard server", runShard},
+		"admin":   {"operator commands: status, nodes", runAdmin},
+		"codes":   {"survey the repair bandwidth of erasure codes", runCodes},
+		"health":  {"probe a server's /healthz (for container healthchecks)", runHealth},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: regen <command> [flags]\n\ncommands:")
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nrun 'regen <command> -h' for its flags")
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	if name == "-h" || name == "--help" || name == "help" {
+		usage(os.Stdout)
+		return
+	}
+	cmd, ok := commands()[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "regen: unknown command %q\n\n", name)
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, os.Args[2:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "regen %s: %v\n", name, err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError marks bad command-line input (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// parseFlags parses args and turns flag errors into usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments: %v", fs.Args())
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/regen-s3/regen/gateway"
+	"github.com/regen-s3/regen/internal/sigv4"
+)
+
+func runAdmin(ctx context.Context, args []string, stdout io.Writer) error {
+	sub := map[string]func(context.Context, *adminClient, []string, io.Writer) error{
+		"status": adminStatus,
+		"nodes":  adminNodes,
+	}
+	if len(args) == 0 || sub[args[0]] == nil {
+		return usageErrorf("usage: regen admin <status|nodes> [--endpoint URL] [--json]")
+	}
+	return adminRun(ctx, args[0], args[1:], stdout, sub[args[0]])
+}
+
+func adminRun(ctx context.Context, name string, args []string, stdout io.Writer, fn func(context.Context, *adminClient, []string, io.Writer) error) error {
+	fs := flag.NewFlagSet("admin "+name, flag.ContinueOnError)
+	c := &adminClient{}
+	fs.StringVar(&c.endpoint, "endpoint", env("REGEN_ENDPOINT", "http://127.0.0.1:9000"), "gateway URL (REGEN_ENDPOINT)")
+	fs.StringVar(&c.accessKey, "access-key", env("REGEN_ACCESS_KEY", env("AWS_ACCESS_KEY_ID", defaultAccessKey)), "access key (REGEN_ACCESS_KEY, AWS_ACCESS_KEY_ID)")
+	fs.StringVar(&c.secretKey, "secret-key", env("REGEN_SECRET_KEY", env("AWS_SECRET_ACCESS_KEY", defaultSecretKey)), "secret key (REGEN_SECRET_KEY, AWS_SECRET_ACCESS_KEY)")
+	fs.StringVar(&c.region, "region", env("REGEN_REGION", "us-east-1"), "region (REGEN_REGION)")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	u, err := url.Parse(c.endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageErrorf("--endpoint %q: want a URL like http://127.0.0.1:9000", c.endpoint)
+	}
+	c.json = *jsonOut
+	return fn(ctx, c, nil, stdout)
+}
+
+type adminClient struct {
+	endpoint, accessKey, secretKey, region string
+	json                                   bool
+}
+
+// get fetches an admin resource, signed with SigV4 like any S3 request.
+func (c *adminClient) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.endpoint, "/")+gateway.AdminPrefix+path, nil)
+	if err != nil {
+		return err
+	}
+	sigv4.Sign(req, c.accessKey, c.secretKey, c.region, time.Now(), "UNSIGNED-PAYLOAD")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused") {
+			return fmt.Errorf("cannot reach the gateway at %s (is regen running? set --endpoint or REGEN_ENDPOINT): %w", c.endpoint, err)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Code    string `xml:"Code"`
+			Message string `xml:"Message"`
+		}
+		if xmlErr := xmlUnmarshal(body, &e); xmlErr == nil && e.Code != "" {
+			if e.Code == "InvalidAccessKeyId" || e.Code == "SignatureDoesNotMatch" {
+				return fmt.Errorf("the gateway refused the credentials (%s: %s); set --access-key/--secret-key or REGEN_ACCESS_KEY/REGEN_SECRET_KEY", e.Code, e.Message)
+			}
+			return fmt.Errorf("%s: %s", e.Code, e.Message)
+		}
+		return fmt.Errorf("gateway answered %s", resp.Status)
+	}
+	return json.Unmarshal(body, out)
+}
+
+func adminStatus(ctx context.Context, c *adminClient, _ []string, w io.Writer) error {
+	var st gateway.Status
+	if err := c.get(ctx, "status", &st); err != nil {
+		return err
+	}
+	if c.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	counts := map[string]int{}
+	for _, n := range st.Nodes {
+		counts[string(n.Role)+"/"+string(n.State)]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(w, "cluster (as seen by gateway %s at %s)\n", st.Gateway, st.Time.Format(time.RFC3339))
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %-20s %d\n", k, counts[k])
+	}
+	fmt.Fprintf(w, "  manifests on live servers: %d   shard files: %d\n\n", st.Manifests, st.Shards)
+	return printNodes(w, st)
+}
+
+func adminNodes(ctx context.Context, c *adminClient, _ []string, w io.Writer) error {
+	var st gateway.Status
+	if err := c.get(ctx, "status", &st); err != nil {
+		return err
+	}
+	if c.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st.Nodes)
+	}
+	return printNodes(w, st)
+}
+
+func printNodes(w io.Writer, st gateway.Status) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tROLE\tSTATE\tADDRESS\tMANIFESTS\tSHARDS\tDISK USED")
+	for _, n := range st.Nodes {
+		manifests, shards, used := "-", "-", "-"
+		if n.Stats != nil {
+			manifests = fmt.Sprint(n.Stats.Objects)
+			shards = fmt.Sprint(n.Stats.Shards)
+			used = humanBytes(n.Stats.DiskUsedBytes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Role, n.State, n.HTTP, manifests, shards, used)
+	}
+	return tw.Flush()
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func runHealth(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	addr := fs.String("addr", env("REGEN_HEALTH_ADDR", "127.0.0.1:9000"), "host:port of the server to probe")
+	path := fs.String("path", "/healthz", "path to probe (/healthz or /readyz)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+*path, nil)
+	if err != nil {
+		return usageErrorf("--addr %q: %v", *addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "unhealthy:", resp.Status)
+		return fmt.Errorf("unhealthy: %s", resp.Status)
+	}
+	fmt.Fprintln(stdout, "ok")
+	return nil
+}

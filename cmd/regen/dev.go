@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/shardserver"
+)
+
+// DevInfo is what `regen dev` writes to DATA/dev.json for scripts.
+type DevInfo struct {
+	Endpoint  string       `json:"endpoint"`
+	AccessKey string       `json:"access_key"`
+	SecretKey string       `json:"secret_key"`
+	Region    string       `json:"region"`
+	Secret    string       `json:"cluster_secret"`
+	Shards    []DevProcess `json:"shards"`
+	Gateways  []DevProcess `json:"gateways"`
+}
+
+// DevProcess is one process of the dev cluster.
+type DevProcess struct {
+	ID     string `json:"id"`
+	PID    int    `json:"pid"`
+	Addr   string `json:"addr"`
+	Gossip string `json:"gossip"`
+	Data   string `json:"data,omitempty"`
+}
+
+func runDev(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	var gf gatewayFlags
+	gf.register(fs)
+	data := fs.String("data", env("REGEN_DATA", "./data"), "data directory of the whole dev cluster (REGEN_DATA)")
+	shards := fs.Int("shards", envInt("REGEN_SHARDS", 12), "number of shard servers (REGEN_SHARDS)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *shards < 1 || *shards > 64 {
+		return usageErrorf("--shards %d: want 1..64", *shards)
+	}
+	setByUser := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { setByUser[f.Name] = true })
+	if !setByUser["storage-class"] && os.Getenv("REGEN_STORAGE_CLASSES") == "" {
+		gf.classes = listFlag{"STANDARD=" + gf.code, "STANDARD_IA=clay-6-3"}
+	}
+	if !setByUser["gossip-profile"] && os.Getenv("REGEN_GOSSIP_PROFILE") == "" {
+		gf.profile = "local" // one machine: detect failures in seconds
+	}
+	if gf.secret == "" {
+		var b [16]byte
+		rand.Read(b[:])
+		gf.secret = hex.EncodeToString(b[:])
+	}
+	log, err := newLogger(gf.logFormat, gf.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*data, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	cfg, err := gf.config()
+	if err != nil {
+		return err
+	}
+	// Fail on a busy S3 port before starting anything.
+	if ln, err := net.Listen("tcp", gf.addr); err != nil {
+		return fmt.Errorf("cannot listen for S3 on %s: %w (is another regen running? choose another port with --addr)", gf.addr, err)
+	} else {
+		ln.Close()
+	}
+	gossip, err := freePort()
+	if err != nil {
+		return err
+	}
+	if !setByUser["gossip"] && os.Getenv("REGEN_GOSSIP") == "" {
+		gf.gossip = gossip
+	}
+	gwLog, err := os.OpenFile(filepath.Join(*data, "gateway.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer gwLog.Close()
+	cfg.Logger = newFileLogger(gwLog, gf.logFormat, log)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gw, err := startGateway(ctx, cfg, &gf)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	info := DevInfo{
+		Endpoint: "http://" + gw.addr, AccessKey: gf.accessKey, SecretKey: gf.secretKey, Region: gf.region, Secret: gf.secret,
+		Gateways: []DevProcess{{ID: cfg.NodeID, PID: os.Getpid(), Addr: gw.addr, Gossip: gf.gossip}},
+	}
+	var procs []*exec.Cmd
+	var wg sync.WaitGroup
+	stopAll := func() {
+		for _, p := range procs {
+			if p.Process != nil {
+				p.Process.Signal(syscall.SIGTERM)
+			}
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			for _, p := range procs {
+				p.Process.Kill()
+			}
+			<-done
+		}
+	}
+	defer stopAll()
+	for i := range *shards {
+		dir := filepath.Join(*data, fmt.Sprintf("shard-%02d", i+1))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		id, err := shardserver.LoadOrCreateNodeID(dir)
+		if err != nil {
+			return err
+		}
+		httpAddr, err1 := freePort()
+		gossipAddr, err2 := freePort()
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("no free port for shard server %d", i+1)
+		}
+		logf, err := os.OpenFile(filepath.Join(dir, "shard.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(self, "shard", "--data", dir, "--listen", httpAddr, "--gossip", gossipAddr,
+			"--join", gf.gossip, "--gossip-profile", gf.profile, "--log-format", gf.logFormat, "--log-level", gf.logLevel)
+		cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+gf.secret)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		// Children die with the dev process, however it ends.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			return fmt.Errorf("start shard server %d: %w", i+1, err)
+		}
+		procs = append(procs, cmd)
+		info.Shards = append(info.Shards, DevProcess{ID: id, PID: cmd.Process.Pid, Addr: httpAddr, Gossip: gossipAddr, Data: dir})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer logf.Close()
+			err := cmd.Wait()
+			if ctx.Err() == nil {
+				fmt.Fprintf(stdout, "shard server %s (pid %d) exited: %v\n", id, cmd.Process.Pid, err)
+			}
+		}()
+	}
+	if err := waitShards(ctx, gw.node, *shards, 30*time.Second); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(info, "", "  ")
+	if err := os.WriteFile(filepath.Join(*data, "dev.json"), append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	printDev(stdout, info, *data, cfg.DefaultCode, gf.classes)
+	err = gw.wait()
+	fmt.Fprintln(stdout, "regen dev: stopping")
+	return err
+}
+
+func printDev(w io.Writer, info DevInfo, data, code string, classes listFlag) {
+	fmt.Fprintf(w, "regen dev is running (data in %s, default code %s, storage classes %v)\n\n", absPath(data), code, []string(classes))
+	fmt.Fprintf(w, "  S3 endpoint:  %s\n  access key:   %s\n  secret key:   %s\n  region:       %s\n\n", info.Endpoint, info.AccessKey, info.SecretKey, info.Region)
+	fmt.Fprintf(w, "  gateway       pid %-7d %s  (log: %s)\n", info.Gateways[0].PID, info.Gateways[0].Addr, filepath.Join(data, "gateway.log"))
+	for _, s := range info.Shards {
+		fmt.Fprintf(w, "  shard %s  pid %-7d %s\n", s.ID, s.PID, s.Addr)
+	}
+	fmt.Fprintf(w, "\n  try:  AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url %s s3 ls\n", info.AccessKey, info.SecretKey, info.Endpoint)
+	fmt.Fprintf(w, "        regen admin status --endpoint %s\n", info.Endpoint)
+	fmt.Fprintf(w, "  details for scripts in %s; Ctrl-C stops everything\n", filepath.Join(data, "dev.json"))
+}
+
+// waitShards waits until the gateway sees want live shard servers.
+func waitShards(ctx context.Context, node *cluster.Node, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		got := len(node.Live(cluster.RoleShard))
+		if got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d shard servers joined within %s; see their shard.log files", got, want, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// freePort returns a loopback host:port that was free a moment ago.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	// memberlist also needs the UDP port; make sure it is free too.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return freePort()
+	}
+	pc.Close()
+	return "127.0.0.1:" + strconv.Itoa(port), nil
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package main
+
+func diskCapacity(dir string) int64 { return 0 }

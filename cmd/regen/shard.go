@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/shardserver"
+)
+
+type shardFlags struct {
+	data, listen, gossip, advertise, advertiseHTTP string
+	join                                           listFlag
+	secret, zone, replaces                         string
+	logFormat, logLevel, profile                   string
+}
+
+func (f *shardFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.data, "data", env("REGEN_DATA", "./data/shard"), "data directory: shard files, pebble DB, node ID (REGEN_DATA)")
+	fs.StringVar(&f.listen, "listen", env("REGEN_LISTEN", "127.0.0.1:9100"), "shard API listen address host:port (REGEN_LISTEN)")
+	fs.StringVar(&f.advertiseHTTP, "advertise-http", env("REGEN_ADVERTISE_HTTP", ""), "shard API address told to peers, if different (REGEN_ADVERTISE_HTTP)")
+	fs.StringVar(&f.gossip, "gossip", env("REGEN_GOSSIP", "127.0.0.1:7947"), "gossip listen address host:port (REGEN_GOSSIP)")
+	fs.StringVar(&f.advertise, "advertise", env("REGEN_ADVERTISE", ""), "gossip address told to peers, if different (REGEN_ADVERTISE)")
+	f.join = envList("REGEN_JOIN")
+	fs.Var(&f.join, "join", "gossip address of a cluster member, repeatable (REGEN_JOIN, comma-separated)")
+	fs.StringVar(&f.secret, "secret", env("REGEN_CLUSTER_SECRET", ""), "cluster secret shared by all nodes (REGEN_CLUSTER_SECRET)")
+	fs.StringVar(&f.zone, "zone", env("REGEN_ZONE", ""), "failure zone of this server (REGEN_ZONE)")
+	fs.StringVar(&f.replaces, "replaces", env("REGEN_REPLACES", ""), "node ID of a dead server this new one replaces (REGEN_REPLACES)")
+	fs.StringVar(&f.logFormat, "log-format", env("REGEN_LOG_FORMAT", "text"), "log format: text or json (REGEN_LOG_FORMAT)")
+	fs.StringVar(&f.logLevel, "log-level", env("REGEN_LOG_LEVEL", "info"), "log level (REGEN_LOG_LEVEL)")
+	fs.StringVar(&f.profile, "gossip-profile", env("REGEN_GOSSIP_PROFILE", "lan"), "gossip timing: lan, or local for one machine (REGEN_GOSSIP_PROFILE)")
+}
+
+func runShard(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
+	var f shardFlags
+	f.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if f.secret == "" {
+		return usageErrorf("--secret (or REGEN_CLUSTER_SECRET) is required: the cluster secret shared by all nodes")
+	}
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.data, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	id, err := shardserver.LoadOrCreateNodeID(f.data)
+	if err != nil {
+		return err
+	}
+	log = log.With("node", id)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	cfg := shardserver.DefaultConfig()
+	cfg.DataDir, cfg.Secret, cfg.NodeID = f.data, f.secret, id
+	cfg.Logger, cfg.Registerer = log, reg
+	srv, err := shardserver.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen for the shard API on %s: %w", f.listen, err)
+	}
+	httpAddr := ln.Addr().String()
+	if f.advertiseHTTP != "" {
+		httpAddr = f.advertiseHTTP
+	}
+	host, port, err := splitHostPort("gossip", f.gossip)
+	if err != nil {
+		return err
+	}
+	ccfg := cluster.Config{
+		NodeID: id, BindAddr: host, BindPort: port, Join: f.join, Secret: f.secret, Profile: f.profile, Logger: log,
+		Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: httpAddr, Zone: f.zone, Replaces: f.replaces, Capacity: diskCapacity(f.data)},
+	}
+	if f.advertise != "" {
+		if ccfg.AdvertiseAddr, ccfg.AdvertisePort, err = splitHostPort("advertise", f.advertise); err != nil {
+			return err
+		}
+	}
+	node, err := cluster.Start(ctx, ccfg)
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", srv.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- srv.Run(ctx) }()
+	log.Info("shard server up", "http", httpAddr, "gossip", node.GossipAddr(), "data", absPath(f.data))
+	fmt.Fprintf(stdout, "shard %s serving on %s\n", id, httpAddr)
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	}
+	node.Leave(2 * time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	return err
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

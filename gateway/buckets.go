@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// validBucketName applies S3's naming rules for new buckets.
+func validBucketName(name string) bool {
+	if len(name) < 3 || len(name) > 63 {
+		return false
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.'
+		if !ok {
+			return false
+		}
+		if (i == 0 || i == len(name)-1) && (r == '-' || r == '.') {
+			return false
+		}
+	}
+	if strings.Contains(name, "..") || strings.Contains(name, ".-") || strings.Contains(name, "-.") {
+		return false
+	}
+	if net.ParseIP(name) != nil {
+		return false
+	}
+	for _, p := range []string{"xn--", "sthree-", "amzn-s3-demo-"} {
+		if strings.HasPrefix(name, p) {
+			return false
+		}
+	}
+	for _, s := range []string{"-s3alias", "--ol-s3", ".mrap", "--x-s3"} {
+		if strings.HasSuffix(name, s) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
+	if !validBucketName(req.bucket) {
+		return apiErr("InvalidBucketName", "The specified bucket is not valid.")
+	}
+	body, err := io.ReadAll(io.LimitReader(g.bodyReader(c, req), 64<<10))
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		var conf struct {
+			XMLName            xml.Name `xml:"CreateBucketConfiguration"`
+			LocationConstraint string   `xml:"LocationConstraint"`
+		}
+		if err := xml.Unmarshal(body, &conf); err != nil {
+			return apiErr("MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
+		}
+		if conf.LocationConstraint != "" && g.cfg.Region != "" && conf.LocationConstraint != g.cfg.Region {
+			return apiErr("InvalidLocationConstraint", "The specified location-constraint is not valid for this endpoint ("+g.cfg.Region+").")
+		}
+	}
+	ctx, cancel := g.opContext()
+	defer cancel()
+	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err == nil {
+		return apiErr("BucketAlreadyOwnedByYou", "Your previous request to create the named bucket succeeded and you already own it.")
+	} else if !errors.Is(err, errNotFound) {
+		return err
+	}
+	now := time.Now().UTC()
+	b := &metadata.Bucket{Name: req.bucket, Created: now, Version: g.layer.clock.next()}
+	if err := g.layer.putBucket(ctx, g.buckets, b); err != nil {
+		return err
+	}
+	c.Set("Location", "/"+req.bucket)
+	c.Status(fiber.StatusOK)
+	return nil
+}
+
+func (g *Gateway) headBucket(c *fiber.Ctx, req *request) error {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+		return bucketErr(err)
+	}
+	c.Set("x-amz-bucket-region", g.region())
+	c.Status(fiber.StatusOK)
+	return nil
+}
+
+func (g *Gateway) deleteBucket(c *fiber.Ctx, req *request) error {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	if err != nil {
+		return bucketErr(err)
+	}
+	res, err := g.layer.list(ctx, listParams{Bucket: req.bucket, Max: 1})
+	if err != nil {
+		return err
+	}
+	if len(res.Objects) > 0 {
+		return apiErr("BucketNotEmpty", "The bucket you tried to delete is not empty.")
+	}
+	b.Deleted, b.Version = true, g.layer.clock.next()
+	if err := g.layer.putBucket(ctx, g.buckets, &b); err != nil {
+		return err
+	}
+	c.Status(fiber.StatusNoContent)
+	return nil
+}
+
+func (g *Gateway) listBuckets(c *fiber.Ctx, req *request) error {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	bs, err := g.layer.listBuckets(ctx, g.buckets)
+	if err != nil {
+		return err
+	}
+	out := ListAllMyBucketsResult{NS: s3NS, Owner: g.owner(req)}
+	for _, b := range bs {
+		out.Buckets.Bucket = append(out.Buckets.Bucket, BucketInfo{Name: b.Name, CreationDate: s3Time(b.Created)})
+	}
+	return sendXML(c, fiber.StatusOK, out)
+}
+
+func (g *Gateway) bucketLocation(c *fiber.Ctx, req *request) error {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+		return bucketErr(err)
+	}
+	loc := g.cfg.Region
+	if loc == "us-east-1" {
+		loc = "" // S3 reports the default region as an empty constraint
+	}
+	return sendXML(c, fiber.StatusOK, LocationConstraint{NS: s3NS, Value: loc})
+}
+
+func (g *Gateway) region() string {
+	if g.cfg.Region == "" {
+		return "us-east-1"
+	}
+	return g.cfg.Region
+}
+
+func bucketErr(err error) error {
+	if errors.Is(err, errNotFound) {
+		return apiErr("NoSuchBucket", "The specified bucket does not exist")
+	}
+	return err
+}

@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Bucket records live on every shard server. Writes go to all live servers
+// and need a majority of them; reads merge every live server's records,
+// newest version per bucket wins, so a server that missed a write is
+// outvoted by one that saw it.
+
+// bucketCache caches the merged bucket list for a short TTL: every object
+// request checks its bucket, and asking all servers each time would double
+// the request count.
+type bucketCache struct {
+	ttl time.Duration
+	mu  struct {
+		sync.Mutex
+		at      time.Time
+		buckets map[string]metadata.Bucket
+	}
+}
+
+func (c *bucketCache) get() (map[string]metadata.Bucket, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.buckets == nil || time.Since(c.mu.at) > c.ttl {
+		return nil, false
+	}
+	return c.mu.buckets, true
+}
+
+func (c *bucketCache) put(b map[string]metadata.Bucket) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.buckets, c.mu.at = b, time.Now()
+}
+
+func (c *bucketCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.buckets = nil
+}
+
+// allBuckets returns the newest record of every bucket, tombstones
+// included, merged over the live shard servers.
+func (l *layer) allBuckets(ctx context.Context, cache *bucketCache) (map[string]metadata.Bucket, error) {
+	if b, ok := cache.get(); ok {
+		return b, nil
+	}
+	ids, addrs := l.liveShards()
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: no live shard servers", errUnavailable)
+	}
+	var mu sync.Mutex
+	merged := map[string]metadata.Bucket{}
+	answered := 0
+	var errs []error
+	var g errgroup.Group
+	for _, id := range ids {
+		g.Go(func() error {
+			bs, err := l.shards.ListBuckets(ctx, addrs[id])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
+				return nil
+			}
+			answered++
+			for _, b := range bs {
+				if cur, ok := merged[b.Name]; !ok || cur.Version.Less(b.Version) {
+					merged[b.Name] = b
+				}
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if answered < len(ids)/2+1 {
+		return nil, fmt.Errorf("%w: %d of %d servers answered for buckets: %w", errUnavailable, answered, len(ids), errors.Join(errs...))
+	}
+	cache.put(merged)
+	return merged, nil
+}
+
+// bucket returns the live bucket record or errNotFound.
+func (l *layer) bucket(ctx context.Context, cache *bucketCache, name string) (metadata.Bucket, error) {
+	all, err := l.allBuckets(ctx, cache)
+	if err != nil {
+		return metadata.Bucket{}, err
+	}
+	b, ok := all[name]
+	if !ok || b.Deleted {
+		// A bucket created through another gateway within the cache TTL
+		// is not in our cached view; look once more before saying no.
+		cache.invalidate()
+		all, err = l.allBuckets(ctx, cache)
+		if err != nil {
+			return metadata.Bucket{}, err
+		}
+		if b, ok = all[name]; !ok || b.Deleted {
+			return metadata.Bucket{}, errNotFound
+		}
+	}
+	return b, nil
+}
+
+// listBuckets returns the live buckets sorted by name.
+func (l *layer) listBuckets(ctx context.Context, cache *bucketCache) ([]metadata.Bucket, error) {
+	cache.invalidate()
+	all, err := l.allBuckets(ctx, cache)
+	if err != nil {
+		return nil, err
+	}
+	var out []metadata.Bucket
+	for _, b := range all {
+		if !b.Deleted {
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out, func(a, b metadata.Bucket) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// putBucket writes a bucket record to every live shard server and needs a
+// majority of them.
+func (l *layer) putBucket(ctx context.Context, cache *bucketCache, b *metadata.Bucket) error {
+	defer cache.invalidate()
+	ids, addrs := l.liveShards()
+	var mu sync.Mutex
+	ok := 0
+	var errs []error
+	var g errgroup.Group
+	for _, id := range ids {
+		g.Go(func() error {
+			err := l.shards.PutBucket(ctx, addrs[id], b)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
+			} else {
+				ok++
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if need := len(ids)/2 + 1; ok < need || len(ids) == 0 {
+		return fmt.Errorf("%w: bucket record stored on %d of %d servers: %w", errUnavailable, ok, len(ids), errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/regen-s3/regen/codec"
+)
+
+// Config configures a gateway.
+type Config struct {
+	// Addr is where S3 is served, host:port.
+	Addr string
+	// Credentials maps access keys to secret keys.
+	Credentials map[string]string
+	// Region is the region reported to clients and accepted in signatures
+	// ("" accepts any region in the credential scope).
+	Region string
+	// NodeID identifies this gateway as a writer in manifest versions.
+	NodeID string
+	// DefaultCode codes objects of buckets without a code of their own.
+	DefaultCode string
+	// StorageClasses maps S3 storage classes to code names; a PUT's
+	// x-amz-storage-class picks the code. STANDARD always exists and maps
+	// to DefaultCode unless listed.
+	StorageClasses map[string]string
+	// ChunkSize is the shard chunk of a full stripe, in bytes (rounded up
+	// to the code's shard multiple). 1 MiB keeps stripes large enough for
+	// efficient disk and network I/O and memory per request at a few
+	// stripes.
+	ChunkSize int64
+	// InlineMax is the largest object stored inside its manifest instead
+	// of as shards.
+	InlineMax int64
+	// ShardTimeout bounds one shard fetch on the read path.
+	ShardTimeout time.Duration
+	// BucketCacheTTL is how long bucket existence is cached.
+	BucketCacheTTL time.Duration
+	Logger         *slog.Logger
+	// Registerer takes the gateway's metrics; Gatherer serves /metrics.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+}
+
+// DefaultConfig returns a config with every default set.
+func DefaultConfig() Config {
+	return Config{
+		Addr:           "127.0.0.1:9000",
+		Region:         "us-east-1",
+		DefaultCode:    "rs-6-3",
+		StorageClasses: map[string]string{},
+		ChunkSize:      1 << 20,
+		InlineMax:      128 << 10,
+		ShardTimeout:   15 * time.Second,
+		BucketCacheTTL: 2 * time.Second,
+	}
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.Addr == "" {
+		return errors.New("gateway: empty listen address")
+	}
+	if len(c.Credentials) == 0 {
+		return errors.New("gateway: no credentials configured")
+	}
+	if c.NodeID == "" {
+		return errors.New("gateway: empty node ID")
+	}
+	if _, err := codec.Parse(c.DefaultCode); err != nil {
+		return fmt.Errorf("gateway: default code: %w", err)
+	}
+	for class, code := range c.StorageClasses {
+		if _, err := codec.Parse(code); err != nil {
+			return fmt.Errorf("gateway: storage class %s: %w", class, err)
+		}
+	}
+	if c.ChunkSize < 4<<10 || c.ChunkSize > 64<<20 {
+		return fmt.Errorf("gateway: chunk size %d outside 4 KiB..64 MiB", c.ChunkSize)
+	}
+	if c.InlineMax < 0 || c.InlineMax > 1<<20 {
+		return fmt.Errorf("gateway: inline max %d outside 0..1 MiB", c.InlineMax)
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+// Package gateway is regen's S3 front end: a stateless fiber server that
+// authenticates requests (SigV4), turns them into stripe-group reads and
+// writes on the shard servers, and answers in S3's XML dialect.
+//
+// A gateway keeps no state but short-lived caches. Everything it needs to
+// serve an object is in the object's manifest, which lives on the shard
+// servers holding the object's shards; the gateway finds them by walking the
+// key's rendezvous order over the live shard servers it learns from gossip.
+// Any number of gateways can therefore serve the same cluster.
+//
+// Writes follow one rule: shards first, then manifests, and the client gets
+// its 200 only when at least k+1 shards and their manifests are durable.
+// Reads take the newest manifest version that at least k servers confirm,
+// so a write that did not reach quorum never becomes visible.
+package gateway

@@ -1,0 +1,236 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/stripe"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// byteRange is a resolved, satisfiable range [start, start+length).
+type byteRange struct {
+	start, length int64
+}
+
+// parseRange resolves a Range header against size. It returns nil for no
+// range (or one S3 ignores, like a multi-range), and InvalidRange when the
+// range cannot be satisfied.
+func parseRange(h string, size int64) (*byteRange, error) {
+	spec, ok := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
+	if !ok || strings.Contains(spec, ",") {
+		return nil, nil
+	}
+	a, b, ok := strings.Cut(spec, "-")
+	if !ok {
+		return nil, nil
+	}
+	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+	invalid := apiErr("InvalidRange", "The requested range is not satisfiable")
+	switch {
+	case a == "" && b == "":
+		return nil, nil
+	case a == "": // suffix: the last n bytes
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 0 {
+			return nil, nil
+		}
+		if n == 0 {
+			return nil, invalid
+		}
+		n = min(n, size)
+		return &byteRange{start: size - n, length: n}, nil
+	}
+	start, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || start < 0 {
+		return nil, nil
+	}
+	end := size - 1
+	if b != "" {
+		if end, err = strconv.ParseInt(b, 10, 64); err != nil || end < start {
+			return nil, nil
+		}
+		end = min(end, size-1)
+	}
+	if start >= size {
+		return nil, invalid
+	}
+	return &byteRange{start: start, length: end - start + 1}, nil
+}
+
+// checkConditions applies If-Match, If-None-Match, If-Modified-Since and
+// If-Unmodified-Since in RFC 7232's order, as S3 does.
+func checkConditions(c *fiber.Ctx, m *metadata.Manifest) error {
+	etag := `"` + m.ETag + `"`
+	matches := func(list string) bool {
+		for _, t := range strings.Split(list, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || t == etag || t == m.ETag || strings.TrimPrefix(t, "W/") == etag {
+				return true
+			}
+		}
+		return false
+	}
+	mod := m.Modified.Truncate(time.Second)
+	im, inm := c.Get("If-Match"), c.Get("If-None-Match")
+	if im != "" && !matches(im) {
+		return apiErr("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+	}
+	if im == "" {
+		if t, err := http.ParseTime(c.Get("If-Unmodified-Since")); err == nil && mod.After(t) {
+			return apiErr("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+		}
+	}
+	if inm != "" && matches(inm) {
+		return errNotModified
+	}
+	if inm == "" {
+		if t, err := http.ParseTime(c.Get("If-Modified-Since")); err == nil && !mod.After(t) {
+			return errNotModified
+		}
+	}
+	return nil
+}
+
+var errNotModified = errors.New("not modified")
+
+// responseOverrides are the GET query parameters that replace response
+// headers.
+var responseOverrides = map[string]string{
+	"response-content-type":        "Content-Type",
+	"response-content-language":    "Content-Language",
+	"response-expires":             "Expires",
+	"response-cache-control":       "Cache-Control",
+	"response-content-disposition": "Content-Disposition",
+	"response-content-encoding":    "Content-Encoding",
+}
+
+func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manifest) {
+	ct := m.ContentType
+	if ct == "" {
+		ct = "binary/octet-stream"
+	}
+	c.Set("Content-Type", ct)
+	c.Set("ETag", `"`+m.ETag+`"`)
+	c.Set("Last-Modified", m.Modified.UTC().Format(http.TimeFormat))
+	c.Set("Accept-Ranges", "bytes")
+	for k, v := range m.UserMeta {
+		c.Set("x-amz-meta-"+k, v)
+	}
+	for k, v := range m.Headers {
+		c.Set(k, v)
+	}
+	if m.StorageClass != "" && m.StorageClass != "STANDARD" {
+		c.Set("x-amz-storage-class", m.StorageClass)
+	}
+	for q, h := range responseOverrides {
+		if v := req.query.Get(q); v != "" {
+			c.Set(h, v)
+		}
+	}
+}
+
+func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+		return bucketErr(err)
+	}
+	m, err := g.layer.readManifest(ctx, req.bucket, req.key)
+	if errors.Is(err, errNotFound) {
+		return apiErr("NoSuchKey", "The specified key does not exist.")
+	}
+	if err != nil {
+		return err
+	}
+	if err := checkConditions(c, m); err != nil {
+		if errors.Is(err, errNotModified) {
+			c.Set("ETag", `"`+m.ETag+`"`)
+			c.Set("Last-Modified", m.Modified.UTC().Format(http.TimeFormat))
+			c.Status(fiber.StatusNotModified)
+			return nil
+		}
+		return err
+	}
+	rng, err := parseRange(c.Get("Range"), m.Size)
+	if err != nil {
+		c.Set("Content-Range", fmt.Sprintf("bytes */%d", m.Size))
+		return err
+	}
+	g.setObjectHeaders(c, req, m)
+	off, length, status := int64(0), m.Size, fiber.StatusOK
+	if rng != nil {
+		off, length, status = rng.start, rng.length, fiber.StatusPartialContent
+		c.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+length-1, m.Size))
+	}
+	c.Status(status)
+	if head {
+		c.Response().Header.SetContentLength(int(length))
+		c.Response().SkipBody = true
+		return nil
+	}
+	g.metrics.bytesOut.Add(float64(length))
+	if m.Inline != nil || m.Size == 0 {
+		return c.Send(m.Inline[off : off+length])
+	}
+	code, err := g.layer.code(m.Code)
+	if err != nil {
+		return fmt.Errorf("object %s/%s has unknown code: %w", m.Bucket, m.Key, err)
+	}
+	targets := g.layer.targets(m.Placement)
+	pr, pw := io.Pipe()
+	rctx, rcancel := context.WithCancel(context.Background())
+	go func() {
+		defer rcancel()
+		err := g.readParts(rctx, m, code, targets, off, length, pw)
+		if err != nil {
+			g.log.Warn("GET failed mid-stream", "request", req.id, "bucket", m.Bucket, "key", m.Key, "err", err)
+		}
+		pw.CloseWithError(err)
+	}()
+	// fasthttp closes the stream when the response is done or the client
+	// went away; closing the pipe then stops the reader goroutine.
+	c.Context().SetBodyStream(&closingReader{PipeReader: pr, cancel: rcancel}, int(length))
+	return nil
+}
+
+// readParts streams [off, off+length) of a striped object across its parts.
+func (g *Gateway) readParts(ctx context.Context, m *metadata.Manifest, code codec.Code, targets []stripe.Target, off, length int64, w io.Writer) error {
+	var partStart int64
+	for _, p := range m.Parts {
+		partEnd := partStart + p.Size
+		if off < partEnd && off+length > partStart {
+			from := max(off, partStart) - partStart
+			to := min(off+length, partEnd) - partStart
+			err := stripe.Read(ctx, g.layer.shards, stripe.ReadParams{
+				Code: code, ChunkSize: m.ChunkSize, FileID: p.ID, Size: p.Size,
+				Targets: targets, ShardTimeout: g.cfg.ShardTimeout,
+				OnDegraded: func([]int) { g.metrics.degraded.Inc() },
+			}, from, to-from, w)
+			if err != nil {
+				return fmt.Errorf("part %d: %w", p.Number, err)
+			}
+		}
+		partStart = partEnd
+	}
+	return nil
+}
+
+type closingReader struct {
+	*io.PipeReader
+	cancel context.CancelFunc
+}
+
+func (r *closingReader) Close() error {
+	r.cancel()
+	return r.PipeReader.Close()
+}

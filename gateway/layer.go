@@ -1,0 +1,247 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/placement"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/internal/stripe"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// ShardAPI is what the gateway needs from shard servers.
+// *shardrpc.Client implements it.
+type ShardAPI interface {
+	stripe.Shards
+	DeleteShard(ctx context.Context, addr, fileID string, idx int) error
+	PutManifest(ctx context.Context, addr string, m *metadata.Manifest) (bool, metadata.Version, error)
+	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
+	List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
+	PutBucket(ctx context.Context, addr string, b *metadata.Bucket) error
+	ListBuckets(ctx context.Context, addr string) ([]metadata.Bucket, error)
+}
+
+// Membership is what the gateway needs from the cluster.
+// *cluster.Node implements it.
+type Membership interface {
+	Live(role cluster.Role) []cluster.Member
+	Members() []cluster.Member
+}
+
+// Errors of the object layer; handlers map them to S3 errors.
+var (
+	errNotFound    = errors.New("not found")
+	errUnavailable = errors.New("not enough shard servers answered")
+)
+
+// layer is the gateway's view of the shard servers: manifests by quorum,
+// bucket records, and the codes in use.
+type layer struct {
+	shards ShardAPI
+	nodes  Membership
+	log    *slog.Logger
+	clock  clock
+
+	codes sync.Map // code name -> codec.Code
+	// maxN is the widest stripe among configured codes: the first batch of
+	// servers a manifest lookup asks.
+	maxN int
+}
+
+func (l *layer) code(name string) (codec.Code, error) {
+	if c, ok := l.codes.Load(name); ok {
+		return c.(codec.Code), nil
+	}
+	c, err := codec.Parse(name)
+	if err != nil {
+		return nil, err
+	}
+	l.codes.Store(name, c)
+	return c, nil
+}
+
+// liveShards returns the live shard servers' IDs and their addresses.
+func (l *layer) liveShards() ([]string, map[string]string) {
+	live := l.nodes.Live(cluster.RoleShard)
+	ids := make([]string, 0, len(live))
+	addrs := make(map[string]string, len(live))
+	for _, m := range live {
+		if m.HTTP == "" {
+			continue
+		}
+		ids = append(ids, m.ID)
+		addrs[m.ID] = m.HTTP
+	}
+	return ids, addrs
+}
+
+// targets maps a placement to shard targets; servers not alive get an empty
+// address, which the stripe package treats as a missing shard.
+func (l *layer) targets(nodes []string) []stripe.Target {
+	_, addrs := l.liveShards()
+	out := make([]stripe.Target, len(nodes))
+	for i, id := range nodes {
+		out[i] = stripe.Target{Node: id, Addr: addrs[id]}
+	}
+	return out
+}
+
+func placementKey(bucket, key string) string { return bucket + "/" + key }
+
+// manifestVote collects the answers of one lookup.
+type manifestVote struct {
+	byVersion map[metadata.Version]*metadata.Manifest
+	votes     map[metadata.Version]int
+	notFound  int
+	errs      []error
+}
+
+// readManifest returns the newest manifest of bucket/key that enough
+// servers confirm: at least k of its code (as many as a decode needs, and
+// fewer than the k+1 a successful write leaves). A tombstone is returned
+// as errNotFound. It walks the key's rendezvous order over the live shard
+// servers in batches until an answer is confirmed.
+func (l *layer) readManifest(ctx context.Context, bucket, key string) (*metadata.Manifest, error) {
+	ids, addrs := l.liveShards()
+	order := placement.Order(placementKey(bucket, key), ids)
+	v := &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{}}
+	asked := 0
+	for asked < len(order) {
+		// The first batch is as wide as the widest stripe, so a healthy
+		// object is confirmed in one round trip; later batches are small
+		// steps further along the order (placements shifted by failures
+		// and repairs).
+		end := min(len(order), asked+max(l.maxN, 1))
+		if asked > 0 {
+			end = min(len(order), asked+3)
+		}
+		l.askManifests(ctx, order[asked:end], addrs, bucket, key, v)
+		asked = end
+		if m, ok := l.confirmed(v); ok {
+			if m.Deleted {
+				return nil, errNotFound
+			}
+			return m, nil
+		}
+		if len(v.votes) == 0 && len(v.errs) == 0 {
+			// Every server that would hold the key says it has none.
+			return nil, errNotFound
+		}
+	}
+	switch {
+	case len(v.errs) == 0:
+		// Only unconfirmed versions: writes that did not reach quorum.
+		return nil, errNotFound
+	case len(v.votes) == 0 && len(v.errs) < v.notFound:
+		return nil, errNotFound
+	}
+	return nil, fmt.Errorf("%w: %s/%s: %d manifest versions seen, none confirmed (%d errors): %w",
+		errUnavailable, bucket, key, len(v.votes), len(v.errs), errors.Join(v.errs...))
+}
+
+func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[string]string, bucket, key string, v *manifestVote) {
+	var mu sync.Mutex
+	var g errgroup.Group
+	for _, id := range nodes {
+		g.Go(func() error {
+			m, err := l.shards.GetManifest(ctx, addrs[id], bucket, key)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, shardrpc.ErrNotFound):
+				v.notFound++
+			case err != nil:
+				v.errs = append(v.errs, err)
+			default:
+				if _, ok := v.byVersion[m.Version]; !ok {
+					v.byVersion[m.Version] = m
+				}
+				v.votes[m.Version]++
+			}
+			return nil
+		})
+	}
+	g.Wait()
+}
+
+// confirmed picks the newest version with enough votes.
+func (l *layer) confirmed(v *manifestVote) (*metadata.Manifest, bool) {
+	var best *metadata.Manifest
+	for ver, m := range v.byVersion {
+		need := 1
+		if c, err := l.code(m.Code); err == nil {
+			need = c.DataShards()
+		}
+		if m.Code == "" {
+			need = 1
+		}
+		if v.votes[ver] < need {
+			continue
+		}
+		if best == nil || best.Version.Less(ver) {
+			best = m
+		}
+	}
+	return best, best != nil
+}
+
+// writeManifest stores m on nodes and succeeds when at least quorum of
+// them made it durable (or already hold a newer version, which means this
+// write lost a race it was allowed to lose).
+func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int) error {
+	_, addrs := l.liveShards()
+	var mu sync.Mutex
+	ok := 0
+	var errs []error
+	var g errgroup.Group
+	for _, id := range nodes {
+		addr, live := addrs[id]
+		if !live {
+			continue
+		}
+		g.Go(func() error {
+			_, _, err := l.shards.PutManifest(ctx, addr, m)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
+				return nil
+			}
+			ok++
+			return nil
+		})
+	}
+	g.Wait()
+	if ok < quorum {
+		return &stripe.QuorumError{Op: "manifest write", Want: quorum, Got: ok, Errs: errs}
+	}
+	return nil
+}
+
+// clock hands out manifest versions: wall-clock nanoseconds made strictly
+// increasing within this gateway, tagged with the gateway's ID.
+type clock struct {
+	writer string
+	mu     sync.Mutex
+	last   int64
+}
+
+func (c *clock) next() metadata.Version {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now().UnixNano()
+	if now <= c.last {
+		now = c.last + 1
+	}
+	c.last = now
+	return metadata.Version{TS: now, Writer: c.writer}
+}

@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"net/url"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// listArgs parses the arguments shared by ListObjects V1 and V2.
+func listArgs(req *request) (prefix, delim string, maxKeys int, encode bool, err error) {
+	q := req.query
+	prefix, delim = q.Get("prefix"), q.Get("delimiter")
+	maxKeys = 1000
+	if v := q.Get("max-keys"); v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n < 0 {
+			return "", "", 0, false, apiErr("InvalidArgument", "max-keys must be a non-negative integer")
+		}
+		maxKeys = min(n, 1000)
+	}
+	switch q.Get("encoding-type") {
+	case "":
+	case "url":
+		encode = true
+	default:
+		return "", "", 0, false, apiErr("InvalidArgument", "Invalid Encoding Method specified in Request")
+	}
+	return prefix, delim, maxKeys, encode, nil
+}
+
+// s3Escape URL-encodes a key for encoding-type=url the way S3 does
+// (spaces as %20... and '/' kept... S3 uses form encoding with '+' for
+// space; SDKs decode with QueryUnescape, so use it).
+func s3Escape(s string, on bool) string {
+	if !on {
+		return s
+	}
+	return url.QueryEscape(s)
+}
+
+func (g *Gateway) listObjectsV2(c *fiber.Ctx, req *request) error {
+	prefix, delim, maxKeys, encode, err := listArgs(req)
+	if err != nil {
+		return err
+	}
+	q := req.query
+	after := q.Get("start-after")
+	token := q.Get("continuation-token")
+	if q.Has("continuation-token") {
+		raw, derr := base64.RawURLEncoding.DecodeString(token)
+		if derr != nil || len(raw) == 0 {
+			return apiErr("InvalidArgument", "The continuation token provided is incorrect")
+		}
+		after = max(after, string(raw))
+	}
+	res, err := g.runList(req, prefix, delim, after, maxKeys)
+	if err != nil {
+		return err
+	}
+	out := ListBucketV2Result{NS: s3NS,
+		Name: req.bucket, Prefix: s3Escape(prefix, encode), Delimiter: s3Escape(delim, encode),
+		MaxKeys: maxKeys, KeyCount: len(res.Objects) + len(res.Prefixes), IsTruncated: res.Truncated,
+		ContinuationToken: token, StartAfter: s3Escape(q.Get("start-after"), encode),
+	}
+	if encode {
+		out.EncodingType = "url"
+	}
+	if res.Truncated {
+		out.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(res.Last))
+	}
+	fetchOwner := q.Get("fetch-owner") == "true"
+	for _, e := range res.Objects {
+		obj := g.listObject(e, encode)
+		if fetchOwner {
+			o := g.owner(req)
+			obj.Owner = &o
+		}
+		out.Contents = append(out.Contents, obj)
+	}
+	for _, p := range res.Prefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, CommonPrefix{Prefix: s3Escape(p, encode)})
+	}
+	return sendXML(c, fiber.StatusOK, out)
+}
+
+func (g *Gateway) listObjectsV1(c *fiber.Ctx, req *request) error {
+	prefix, delim, maxKeys, encode, err := listArgs(req)
+	if err != nil {
+		return err
+	}
+	marker := req.query.Get("marker")
+	res, err := g.runList(req, prefix, delim, marker, maxKeys)
+	if err != nil {
+		return err
+	}
+	out := ListBucketV1Result{NS: s3NS,
+		Name: req.bucket, Prefix: s3Escape(prefix, encode), Delimiter: s3Escape(delim, encode),
+		Marker: s3Escape(marker, encode), MaxKeys: maxKeys, IsTruncated: res.Truncated,
+	}
+	if encode {
+		out.EncodingType = "url"
+	}
+	if res.Truncated && delim != "" {
+		out.NextMarker = s3Escape(res.Last, encode)
+	}
+	for _, e := range res.Objects {
+		obj := g.listObject(e, encode)
+		o := g.owner(req)
+		obj.Owner = &o
+		out.Contents = append(out.Contents, obj)
+	}
+	for _, p := range res.Prefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, CommonPrefix{Prefix: s3Escape(p, encode)})
+	}
+	return sendXML(c, fiber.StatusOK, out)
+}
+
+func (g *Gateway) runList(req *request, prefix, delim, after string, maxKeys int) (listResult, error) {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+		return listResult{}, bucketErr(err)
+	}
+	return g.layer.list(ctx, listParams{Bucket: req.bucket, Prefix: prefix, Delimiter: delim, After: after, Max: maxKeys})
+}
+
+func (g *Gateway) listObject(e metadata.ListEntry, encode bool) ObjectInfo {
+	class := e.StorageClass
+	if class == "" {
+		class = "STANDARD"
+	}
+	return ObjectInfo{
+		Key: s3Escape(e.Key, encode), LastModified: s3Time(e.Modified), ETag: `"` + e.ETag + `"`,
+		Size: e.Size, StorageClass: class,
+	}
+}

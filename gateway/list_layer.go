@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Listing merges the sorted listings of every live shard server. Each key
+// lives on n servers, so the same key arrives several times, maybe in
+// different versions: the newest wins, and tombstones hide the key. Common
+// prefixes (with a delimiter) arrive the same way and are deduplicated.
+
+// skipPast is appended to a common prefix to seek past every key under it:
+// 0xff never occurs in UTF-8, so prefix+"\xff" sorts after all of them.
+const skipPast = "\xff"
+
+type listParams struct {
+	Bucket, Prefix, Delimiter string
+	After                     string // return names strictly after this
+	Max                       int
+}
+
+type listResult struct {
+	Objects   []metadata.ListEntry
+	Prefixes  []string
+	Truncated bool
+	Last      string // name of the last entry returned (key or prefix)
+}
+
+// cursor pages through one server's listing.
+type cursor struct {
+	addr  string
+	buf   []metadata.ListEntry
+	more  bool
+	after string
+	err   error
+}
+
+func entryName(e metadata.ListEntry) string {
+	if e.Prefix != "" {
+		return e.Prefix
+	}
+	return e.Key
+}
+
+func (l *layer) refill(ctx context.Context, c *cursor, p listParams, page int) {
+	entries, truncated, err := l.shards.List(ctx, c.addr, metadata.ListQuery{
+		Bucket: p.Bucket, Prefix: p.Prefix, Delimiter: p.Delimiter, After: c.after, Limit: page,
+	})
+	if err != nil {
+		c.err, c.more, c.buf = err, false, nil
+		return
+	}
+	c.buf, c.more = entries, truncated && len(entries) > 0
+	if len(entries) > 0 {
+		last := entries[len(entries)-1]
+		c.after = entryName(last)
+		if last.Prefix != "" {
+			c.after += skipPast
+		}
+	}
+}
+
+// list returns up to p.Max keys and common prefixes after p.After.
+func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
+	ids, addrs := l.liveShards()
+	if len(ids) == 0 {
+		return listResult{}, fmt.Errorf("%w: no live shard servers", errUnavailable)
+	}
+	page := min(max(p.Max+1, 100), 1000)
+	cursors := make([]*cursor, len(ids))
+	var g errgroup.Group
+	for i, id := range ids {
+		c := &cursor{addr: addrs[id], after: p.After}
+		cursors[i] = c
+		g.Go(func() error { l.refill(ctx, c, p, page); return nil })
+	}
+	g.Wait()
+
+	var res listResult
+	failed := 0
+	for _, c := range cursors {
+		if c.err != nil {
+			failed++
+		}
+	}
+	// Every key is on several servers; listing survives a minority of
+	// them failing, as reads do.
+	if failed*2 >= len(cursors) {
+		var errs []error
+		for _, c := range cursors {
+			errs = append(errs, c.err)
+		}
+		return res, fmt.Errorf("%w: listing failed on %d of %d servers: %w", errUnavailable, failed, len(cursors), errors.Join(errs...))
+	}
+	for {
+		// Refill the cursors that ran dry but have more, in parallel.
+		var wg sync.WaitGroup
+		for _, c := range cursors {
+			if len(c.buf) == 0 && c.more {
+				wg.Add(1)
+				go func() { defer wg.Done(); l.refill(ctx, c, p, page) }()
+			}
+		}
+		wg.Wait()
+		name, found := "", false
+		for _, c := range cursors {
+			if len(c.buf) > 0 && (!found || entryName(c.buf[0]) < name) {
+				name, found = entryName(c.buf[0]), true
+			}
+		}
+		if !found {
+			return res, nil
+		}
+		var best metadata.ListEntry
+		have := false
+		for _, c := range cursors {
+			if len(c.buf) > 0 && entryName(c.buf[0]) == name {
+				e := c.buf[0]
+				c.buf = c.buf[1:]
+				if !have || (e.Prefix == "" && best.Version.Less(e.Version)) {
+					best, have = e, true
+				}
+			}
+		}
+		if best.Prefix == "" && best.Deleted {
+			continue
+		}
+		if len(res.Objects)+len(res.Prefixes) == p.Max {
+			res.Truncated = true
+			return res, nil
+		}
+		if best.Prefix != "" {
+			res.Prefixes = append(res.Prefixes, best.Prefix)
+		} else {
+			res.Objects = append(res.Objects, best)
+		}
+		res.Last = name
+	}
+}

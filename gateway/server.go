@@ -1,0 +1,290 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/sigv4"
+)
+
+// Gateway is one S3 front end.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	app     *fiber.App
+	layer   *layer
+	buckets *bucketCache
+	auth    *sigv4.Verifier
+	metrics *metrics
+}
+
+// New builds a gateway over the given shard servers and membership.
+func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		buckets: &bucketCache{ttl: cfg.BucketCacheTTL},
+		auth:    &sigv4.Verifier{Creds: sigv4.StaticCredentials(cfg.Credentials), Region: cfg.Region},
+		metrics: newMetrics(cfg.Registerer),
+	}
+	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID}}
+	for _, name := range g.codeNames() {
+		c, err := g.layer.code(name)
+		if err != nil {
+			return nil, err
+		}
+		g.layer.maxN = max(g.layer.maxN, c.TotalShards())
+	}
+	g.app = fiber.New(fiber.Config{
+		// Bodies larger than BodyLimit are streamed to the handler
+		// instead of being buffered: memory per PUT stays bounded.
+		StreamRequestBody:     true,
+		BodyLimit:             1 << 20,
+		DisableStartupMessage: true,
+		// We route on the raw path ourselves: S3 keys may hold any bytes,
+		// and SigV4 signs the path exactly as sent.
+		UnescapePath:              false,
+		DisableKeepalive:          false,
+		ReadBufferSize:            16 << 10,
+		DisableDefaultContentType: true,
+		ErrorHandler:              g.fiberError,
+	})
+	g.app.Use(g.serve)
+	return g, nil
+}
+
+// codeNames lists every code a PUT may use.
+func (g *Gateway) codeNames() []string {
+	names := []string{g.cfg.DefaultCode}
+	for _, c := range g.cfg.StorageClasses {
+		names = append(names, c)
+	}
+	return names
+}
+
+// Listen serves S3 on ln until ctx ends, then shuts down gracefully.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- g.app.Listener(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return g.app.ShutdownWithTimeout(10 * time.Second)
+	}
+}
+
+// Test serves one request in memory (for tests of the HTTP surface).
+func (g *Gateway) Test(req *http.Request) (*http.Response, error) { return g.app.Test(req, -1) }
+
+// request is what a handler needs from a request, copied out of fiber's
+// reused buffers so it may outlive the handler.
+type request struct {
+	id     string
+	method string
+	bucket string
+	key    string
+	query  url.Values
+	auth   *sigv4.Result
+	start  time.Time
+}
+
+func newRequestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// serve is the one entry point: it authenticates, routes on method, bucket,
+// key and query, and renders errors as S3 XML.
+func (g *Gateway) serve(c *fiber.Ctx) error {
+	req := &request{id: newRequestID(), method: c.Method(), start: time.Now()}
+	c.Set("x-amz-request-id", req.id)
+	c.Set("Server", "regen")
+	op := "unknown"
+	err := g.route(c, req, &op)
+	if err != nil {
+		g.writeError(c, req, err)
+	}
+	g.metrics.observe(op, c.Response().StatusCode(), time.Since(req.start))
+	return nil
+}
+
+func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
+	rawPath := string(c.Request().URI().PathOriginal())
+	if i := strings.IndexByte(rawPath, '?'); i >= 0 {
+		rawPath = rawPath[:i]
+	}
+	rawQuery := string(c.Request().URI().QueryString())
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return apiErr("InvalidArgument", "cannot parse query string: "+err.Error())
+	}
+	req.query = q
+	if c.Get("Authorization") == "" && !q.Has("X-Amz-Signature") && g.serveOps(c, rawPath, g.cfg.Gatherer) {
+		*op = "ops"
+		return nil
+	}
+	if admin, ok := strings.CutPrefix(rawPath, AdminPrefix); ok {
+		defer func() { *op = "admin" }()
+		if err := g.authenticate(c, req, rawPath, rawQuery); err != nil {
+			return err
+		}
+		return g.serveAdmin(c, admin)
+	}
+	bucket, key, err := splitPath(rawPath)
+	if err != nil {
+		return err
+	}
+	req.bucket, req.key = bucket, key
+
+	if err := g.authenticate(c, req, rawPath, rawQuery); err != nil {
+		return err
+	}
+
+	switch {
+	case bucket == "":
+		if req.method == fiber.MethodGet {
+			*op = "ListBuckets"
+			return g.listBuckets(c, req)
+		}
+	case key == "":
+		return g.routeBucket(c, req, op)
+	default:
+		return g.routeObject(c, req, op)
+	}
+	return apiErr("MethodNotAllowed", "")
+}
+
+func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
+	q := req.query
+	switch req.method {
+	case fiber.MethodPut:
+		*op = "CreateBucket"
+		return g.createBucket(c, req)
+	case fiber.MethodHead:
+		*op = "HeadBucket"
+		return g.headBucket(c, req)
+	case fiber.MethodDelete:
+		*op = "DeleteBucket"
+		return g.deleteBucket(c, req)
+	case fiber.MethodGet:
+		switch {
+		case q.Has("location"):
+			*op = "GetBucketLocation"
+			return g.bucketLocation(c, req)
+		case q.Get("list-type") == "2":
+			*op = "ListObjectsV2"
+			return g.listObjectsV2(c, req)
+		case len(q) == 0 || q.Has("prefix") || q.Has("delimiter") || q.Has("marker") || q.Has("max-keys") || q.Has("encoding-type"):
+			*op = "ListObjects"
+			return g.listObjectsV1(c, req)
+		}
+		return apiErr("NotImplemented", "this bucket sub-resource is not supported")
+	}
+	return apiErr("MethodNotAllowed", "")
+}
+
+func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
+	switch req.method {
+	case fiber.MethodPut:
+		*op = "PutObject"
+		return g.putObject(c, req)
+	case fiber.MethodGet:
+		*op = "GetObject"
+		return g.getObject(c, req, false)
+	case fiber.MethodHead:
+		*op = "HeadObject"
+		return g.getObject(c, req, true)
+	case fiber.MethodDelete:
+		*op = "DeleteObject"
+		return g.deleteObject(c, req)
+	}
+	return apiErr("MethodNotAllowed", "")
+}
+
+// authenticate verifies the request's SigV4 signature.
+func (g *Gateway) authenticate(c *fiber.Ctx, req *request, rawPath, rawQuery string) error {
+	hdr := http.Header{}
+	c.Request().Header.VisitAll(func(k, v []byte) { hdr.Add(string(k), string(v)) })
+	res, err := g.auth.Verify(&sigv4.Request{
+		Method: req.method, Path: rawPath, RawQuery: rawQuery,
+		Host: string(c.Request().Host()), Header: hdr, Now: time.Now(),
+	})
+	if err != nil {
+		return err
+	}
+	req.auth = res
+	return nil
+}
+
+// splitPath turns a raw path-style path into bucket and key. The key is
+// unescaped once (S3 clients escape each byte once); '+' stays '+'.
+func splitPath(raw string) (string, string, error) {
+	p := strings.TrimPrefix(raw, "/")
+	b, k, _ := strings.Cut(p, "/")
+	bucket, err := url.PathUnescape(b)
+	if err != nil {
+		return "", "", apiErr("InvalidURI", "cannot unescape bucket name")
+	}
+	key, err := url.PathUnescape(k)
+	if err != nil {
+		return "", "", apiErr("InvalidURI", "cannot unescape object key")
+	}
+	return bucket, key, nil
+}
+
+// fiberError renders errors fiber raises before our handler runs (bad
+// requests, body too large).
+func (g *Gateway) fiberError(c *fiber.Ctx, err error) error {
+	var fe *fiber.Error
+	code := "InternalError"
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusRequestEntityTooLarge:
+			code = "EntityTooLarge"
+		case fiber.StatusBadRequest:
+			code = "InvalidRequest"
+		}
+	}
+	g.writeError(c, &request{id: newRequestID()}, apiErr(code, err.Error()))
+	return nil
+}
+
+// codeFor picks the code of a new object: the storage class's, else the
+// bucket's, else the default.
+func (g *Gateway) codeFor(bucketCode, class string) (codec.Code, string, error) {
+	name := g.cfg.DefaultCode
+	if bucketCode != "" {
+		name = bucketCode
+	}
+	if class != "" && class != "STANDARD" {
+		mapped, ok := g.cfg.StorageClasses[class]
+		if !ok {
+			return nil, "", apiErr("InvalidStorageClass", fmt.Sprintf("storage class %s is not configured", class))
+		}
+		name = mapped
+	} else if mapped, ok := g.cfg.StorageClasses["STANDARD"]; ok && class == "STANDARD" {
+		name = mapped
+	}
+	c, err := g.layer.code(name)
+	return c, name, err
+}

@@ -1,0 +1,418 @@
+package tests
+
+import (
+	"bytes"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// randomData returns n reproducible pseudo-random bytes.
+func randomData(n int64, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := 0; i+8 <= len(b); i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	for i := len(b) &^ 7; i < len(b); i++ {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func mustMakeBucket(t testing.TB, c *minio.Client, name string) {
+	t.Helper()
+	if err := c.MakeBucket(ctx(t), name, minio.MakeBucketOptions{}); err != nil {
+		t.Fatalf("make bucket %s: %v", name, err)
+	}
+}
+
+func put(t testing.TB, c *minio.Client, bucket, key string, data []byte, opts minio.PutObjectOptions) minio.UploadInfo {
+	t.Helper()
+	info, err := c.PutObject(ctx(t), bucket, key, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		t.Fatalf("put %s/%s (%d bytes): %v", bucket, key, len(data), err)
+	}
+	return info
+}
+
+func get(t testing.TB, c *minio.Client, bucket, key string, opts minio.GetObjectOptions) []byte {
+	t.Helper()
+	obj, err := c.GetObject(ctx(t), bucket, key, opts)
+	if err != nil {
+		t.Fatalf("get %s/%s: %v", bucket, key, err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("get %s/%s: %v", bucket, key, err)
+	}
+	return b
+}
+
+const stripeBytes = 6 << 20 // rs-6-3 with 1 MiB chunks
+
+func TestRoundTripSizes(t *testing.T) {
+	d := startDev(t)
+	c := d.client(t)
+	mustMakeBucket(t, c, "sizes")
+	sizes := []int64{0, 1, 128<<10 - 1, 128 << 10, 128<<10 + 1, stripeBytes - 1, stripeBytes, stripeBytes + 1, 100 << 20}
+	for i, size := range sizes {
+		data := randomData(size, uint64(i))
+		key := fmt.Sprintf("obj-%d", size)
+		info := put(t, c, "sizes", key, data, minio.PutObjectOptions{
+			ContentType:  "application/x-test",
+			UserMetadata: map[string]string{"origin": "e2e", "size": fmt.Sprint(size)},
+			// Force a single PUT: multipart is a later feature.
+			DisableMultipart: true,
+		})
+		sum := md5.Sum(data)
+		if info.ETag != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s: ETag %s, want MD5 %x", key, info.ETag, sum)
+		}
+		got := get(t, c, "sizes", key, minio.GetObjectOptions{})
+		if sha(got) != sha(data) {
+			t.Fatalf("%s: read back %d bytes that differ from the %d written", key, len(got), size)
+		}
+		st, err := c.StatObject(ctx(t), "sizes", key, minio.StatObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size != size || st.ContentType != "application/x-test" || st.UserMetadata["Origin"] != "e2e" {
+			t.Errorf("%s: stat = size %d type %q meta %v", key, st.Size, st.ContentType, st.UserMetadata)
+		}
+		if size > 10 {
+			for _, r := range [][2]int64{{0, 0}, {1, size / 3}, {size / 2, size - 1}, {size - 1, size - 1}} {
+				opts := minio.GetObjectOptions{}
+				opts.SetRange(r[0], r[1])
+				if got := get(t, c, "sizes", key, opts); !bytes.Equal(got, data[r[0]:r[1]+1]) {
+					t.Fatalf("%s: range %d-%d: wrong bytes", key, r[0], r[1])
+				}
+			}
+		}
+	}
+	// A range starting past the end is 416 InvalidRange.
+	opts := minio.GetObjectOptions{}
+	opts.SetRange(1000, 2000)
+	obj, _ := c.GetObject(ctx(t), "sizes", "obj-1", opts)
+	if _, err := io.ReadAll(obj); minio.ToErrorResponse(err).Code != "InvalidRange" {
+		t.Errorf("range past the end: want InvalidRange, got %v", err)
+	}
+	// Missing keys and buckets.
+	if _, err := c.StatObject(ctx(t), "sizes", "nope", minio.StatObjectOptions{}); minio.ToErrorResponse(err).StatusCode != 404 {
+		t.Errorf("stat of a missing key: want 404, got %v", err)
+	}
+	obj, _ = c.GetObject(ctx(t), "nobucket", "x", minio.GetObjectOptions{})
+	if _, err := io.ReadAll(obj); minio.ToErrorResponse(err).Code != "NoSuchBucket" {
+		t.Errorf("get from a missing bucket: want NoSuchBucket, got %v", err)
+	}
+	// Overwrite, then delete.
+	put(t, c, "sizes", "obj-1", []byte("new"), minio.PutObjectOptions{})
+	if got := get(t, c, "sizes", "obj-1", minio.GetObjectOptions{}); string(got) != "new" {
+		t.Fatalf("after overwrite read %q", got)
+	}
+	if err := c.RemoveObject(ctx(t), "sizes", "obj-1", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StatObject(ctx(t), "sizes", "obj-1", minio.StatObjectOptions{}); minio.ToErrorResponse(err).Code != "NoSuchKey" {
+		t.Errorf("stat after delete: want NoSuchKey, got %v", err)
+	}
+}
+
+func TestBucketsAndListing(t *testing.T) {
+	d := startDev(t)
+	c := d.client(t)
+	if err := c.MakeBucket(ctx(t), "Bad_Name", minio.MakeBucketOptions{}); minio.ToErrorResponse(err).Code != "InvalidBucketName" {
+		t.Errorf("bad bucket name: want InvalidBucketName, got %v", err)
+	}
+	mustMakeBucket(t, c, "list")
+	if err := c.MakeBucket(ctx(t), "list", minio.MakeBucketOptions{}); minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
+		t.Errorf("second create: want BucketAlreadyOwnedByYou, got %v", err)
+	}
+	keys := []string{"a.txt", "dir/x", "dir/y", "dir/sub/z", "dir2/w", "z z+%/../é"}
+	for i := range 30 {
+		keys = append(keys, fmt.Sprintf("many/%03d", i))
+	}
+	for _, k := range keys {
+		put(t, c, "list", k, []byte(k), minio.PutObjectOptions{})
+	}
+	list := func(opts minio.ListObjectsOptions) (objs, prefixes []string) {
+		t.Helper()
+		for o := range c.ListObjects(ctx(t), "list", opts) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			if strings.HasSuffix(o.Key, "/") && o.Size == 0 && o.ETag == "" {
+				prefixes = append(prefixes, o.Key)
+			} else {
+				objs = append(objs, o.Key)
+			}
+		}
+		return
+	}
+	all, _ := list(minio.ListObjectsOptions{Recursive: true})
+	want := slices.Clone(keys)
+	slices.Sort(want)
+	if !slices.Equal(all, want) {
+		t.Errorf("recursive list:\n got %q\nwant %q", all, want)
+	}
+	objs, prefixes := list(minio.ListObjectsOptions{})
+	if !slices.Equal(objs, []string{"a.txt", "z z+%/../é"}) || !slices.Equal(prefixes, []string{"dir/", "dir2/", "many/"}) {
+		t.Errorf("delimited list: objects %q prefixes %q", objs, prefixes)
+	}
+	objs, prefixes = list(minio.ListObjectsOptions{Prefix: "dir/"})
+	if !slices.Equal(objs, []string{"dir/x", "dir/y"}) || !slices.Equal(prefixes, []string{"dir/sub/"}) {
+		t.Errorf("list dir/: objects %q prefixes %q", objs, prefixes)
+	}
+	// Small pages force continuation tokens.
+	paged, _ := list(minio.ListObjectsOptions{Prefix: "many/", Recursive: true, MaxKeys: 7})
+	if len(paged) != 30 || paged[0] != "many/000" || paged[29] != "many/029" {
+		t.Errorf("paged list returned %d keys: %q", len(paged), paged)
+	}
+	after, _ := list(minio.ListObjectsOptions{Prefix: "many/", Recursive: true, StartAfter: "many/025"})
+	if !slices.Equal(after, []string{"many/026", "many/027", "many/028", "many/029"}) {
+		t.Errorf("start-after: %q", after)
+	}
+	// Buckets: listed, not deletable while not empty.
+	bs, err := c.ListBuckets(ctx(t))
+	if err != nil || len(bs) != 1 || bs[0].Name != "list" || bs[0].CreationDate.IsZero() {
+		t.Errorf("list buckets: %v %v", bs, err)
+	}
+	if err := c.RemoveBucket(ctx(t), "list"); minio.ToErrorResponse(err).Code != "BucketNotEmpty" {
+		t.Errorf("delete non-empty bucket: want BucketNotEmpty, got %v", err)
+	}
+	for _, k := range keys {
+		if err := c.RemoveObject(ctx(t), "list", k, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if all, _ := list(minio.ListObjectsOptions{Recursive: true}); len(all) != 0 {
+		t.Errorf("deleted keys still listed: %q", all)
+	}
+	if err := c.RemoveBucket(ctx(t), "list"); err != nil {
+		t.Fatalf("delete empty bucket: %v", err)
+	}
+	if ok, err := c.BucketExists(ctx(t), "list"); ok || err != nil {
+		t.Errorf("bucket exists after delete: %v %v", ok, err)
+	}
+}
+
+func TestWrongCredentials(t *testing.T) {
+	d := startDev(t)
+	bad := s3Client(t, d.info.Endpoint, d.info.AccessKey, "wrong-secret")
+	if _, err := bad.ListBuckets(ctx(t)); minio.ToErrorResponse(err).Code != "SignatureDoesNotMatch" || minio.ToErrorResponse(err).StatusCode != 403 {
+		t.Errorf("wrong secret: want 403 SignatureDoesNotMatch, got %v", err)
+	}
+	unknown := s3Client(t, d.info.Endpoint, "nobody", "whatever")
+	if _, err := unknown.ListBuckets(ctx(t)); minio.ToErrorResponse(err).Code != "InvalidAccessKeyId" || minio.ToErrorResponse(err).StatusCode != 403 {
+		t.Errorf("unknown key: want 403 InvalidAccessKeyId, got %v", err)
+	}
+}
+
+// startGateway starts a second gateway that joins the dev cluster.
+func startGateway(t testing.TB, d *devCluster) string {
+	t.Helper()
+	addr, gossip := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(regenBin, "gateway", "--addr", addr, "--gossip", gossip, "--join", d.info.Gateways[0].Gossip,
+		"--gossip-profile", "local", "--storage-class", "STANDARD_IA=clay-6-3")
+	cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+d.info.Secret, "REGEN_ACCESS_KEY="+d.info.AccessKey, "REGEN_SECRET_KEY="+d.info.SecretKey)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	c := s3Client(t, "http://"+addr, d.info.AccessKey, d.info.SecretKey)
+	waitFor(t, 30*time.Second, "second gateway to see the shard servers", func() bool {
+		_, err := c.ListBuckets(ctx(t))
+		return err == nil
+	})
+	return "http://" + addr
+}
+
+func TestTwoGatewaysAgree(t *testing.T) {
+	d := startDev(t)
+	c1 := d.client(t)
+	c2 := s3Client(t, startGateway(t, d), d.info.AccessKey, d.info.SecretKey)
+	mustMakeBucket(t, c1, "shared")
+	waitFor(t, 10*time.Second, "bucket visible through gateway 2", func() bool {
+		ok, _ := c2.BucketExists(ctx(t), "shared")
+		return ok
+	})
+	data := randomData(9<<20, 7)
+	put(t, c1, "shared", "big", data, minio.PutObjectOptions{DisableMultipart: true})
+	if got := get(t, c2, "shared", "big", minio.GetObjectOptions{}); sha(got) != sha(data) {
+		t.Fatal("gateway 2 read different bytes than gateway 1 wrote")
+	}
+	// Concurrent PUTs of one key through both gateways: afterwards both
+	// gateways serve the same one of the two, whole.
+	for round := range 5 {
+		a := randomData(7<<20, uint64(100+round))
+		b := randomData(7<<20, uint64(200+round))
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			put(t, c1, "shared", "race", a, minio.PutObjectOptions{DisableMultipart: true})
+		}()
+		go func() {
+			defer wg.Done()
+			put(t, c2, "shared", "race", b, minio.PutObjectOptions{DisableMultipart: true})
+		}()
+		wg.Wait()
+		g1 := sha(get(t, c1, "shared", "race", minio.GetObjectOptions{}))
+		g2 := sha(get(t, c2, "shared", "race", minio.GetObjectOptions{}))
+		if g1 != g2 {
+			t.Fatalf("round %d: the gateways disagree on the winner", round)
+		}
+		if g1 != sha(a) && g1 != sha(b) {
+			t.Fatalf("round %d: the object is neither write: shards were mixed", round)
+		}
+	}
+}
+
+func TestSurvivesThreeDeadShards(t *testing.T) {
+	d := startDev(t)
+	c := d.client(t)
+	mustMakeBucket(t, c, "durable")
+	objects := map[string][]byte{}
+	for i, size := range []int64{10, 200 << 10, stripeBytes + 5, 20 << 20} {
+		key := fmt.Sprintf("o%d", i)
+		objects[key] = randomData(size, uint64(i+50))
+		put(t, c, "durable", key, objects[key], minio.PutObjectOptions{DisableMultipart: true})
+	}
+	for _, i := range []int{2, 5, 9} {
+		d.killShard(i)
+	}
+	// Reads work immediately (dead servers refuse connections) and after
+	// gossip has declared them dead.
+	for _, phase := range []string{"right after the kill", "after failure detection"} {
+		if phase != "right after the kill" {
+			time.Sleep(6 * time.Second)
+		}
+		for key, data := range objects {
+			if got := get(t, c, "durable", key, minio.GetObjectOptions{}); sha(got) != sha(data) {
+				t.Fatalf("%s: %s differs after 3 of 12 shard servers were killed", phase, key)
+			}
+		}
+	}
+	objs := 0
+	for o := range c.ListObjects(ctx(t), "durable", minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		objs++
+	}
+	if objs != len(objects) {
+		t.Errorf("listing with 3 dead servers shows %d of %d objects", objs, len(objects))
+	}
+}
+
+func TestPutFailsWithOnlyKServers(t *testing.T) {
+	d := startDev(t)
+	c := d.client(t)
+	mustMakeBucket(t, c, "quorum")
+	put(t, c, "quorum", "before", []byte("exists"), minio.PutObjectOptions{})
+	for i := range 6 { // 12 - 6 = 6 = k live servers, one short of k+1
+		d.killShard(i)
+	}
+	for _, size := range []int64{100, 3 << 20} {
+		key := fmt.Sprintf("half-%d", size)
+		_, err := c.PutObject(ctx(t), "quorum", key, bytes.NewReader(randomData(size, 1)), size, minio.PutObjectOptions{DisableMultipart: true})
+		resp := minio.ToErrorResponse(err)
+		if err == nil || (resp.StatusCode != 503 && resp.StatusCode != 500) {
+			t.Fatalf("PUT of %d bytes with k live servers: want 503/500, got %v", size, err)
+		}
+		if _, err := c.StatObject(ctx(t), "quorum", key, minio.StatObjectOptions{}); minio.ToErrorResponse(err).StatusCode != 404 {
+			t.Errorf("failed PUT of %s is visible: %v", key, err)
+		}
+	}
+}
+
+func TestCorruptShardIsDetected(t *testing.T) {
+	d := startDev(t)
+	c := d.client(t)
+	mustMakeBucket(t, c, "rot")
+	data := randomData(8<<20, 99)
+	put(t, c, "rot", "victim", data, minio.PutObjectOptions{DisableMultipart: true})
+	// Flip a byte in the first data block of shard 0 and shard 1 wherever
+	// they are: the object has exactly one shard file with each index.
+	corrupted := 0
+	for _, s := range d.info.Shards {
+		filepath.Walk(filepath.Join(s.Data, "shards"), func(p string, fi os.FileInfo, err error) error {
+			if err != nil || fi.IsDir() || !(strings.HasSuffix(p, ".0") || strings.HasSuffix(p, ".1")) {
+				return nil
+			}
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			b := make([]byte, 1)
+			f.ReadAt(b, 1000)
+			b[0] ^= 0xff
+			f.WriteAt(b, 1000)
+			corrupted++
+			return nil
+		})
+	}
+	if corrupted != 2 {
+		t.Fatalf("corrupted %d shard files, want 2", corrupted)
+	}
+	if got := get(t, c, "rot", "victim", minio.GetObjectOptions{}); sha(got) != sha(data) {
+		t.Fatal("object read wrong bytes with two corrupt shards")
+	}
+	opts := minio.GetObjectOptions{}
+	opts.SetRange(500, 1500)
+	if got := get(t, c, "rot", "victim", opts); !bytes.Equal(got, data[500:1501]) {
+		t.Fatal("ranged read over the corrupt block returned wrong bytes")
+	}
+}
+
+func TestRestartServesSameObjects(t *testing.T) {
+	dir := t.TempDir()
+	d := startDevIn(t, dir)
+	c := d.client(t)
+	mustMakeBucket(t, c, "persist")
+	data := randomData(7<<20, 3)
+	put(t, c, "persist", "k", data, minio.PutObjectOptions{DisableMultipart: true})
+	d.stop()
+	d2 := startDevIn(t, dir)
+	if got := get(t, d2.client(t), "persist", "k", minio.GetObjectOptions{}); sha(got) != sha(data) {
+		t.Fatal("after restart the object differs")
+	}
+}
+
+var _ = errors.New

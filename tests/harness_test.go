@@ -1,0 +1,188 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// regenBin is the binary under test, built once by TestMain.
+var regenBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "regen-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	regenBin = filepath.Join(dir, "regen")
+	build := exec.Command("go", "build", "-o", regenBin, "../cmd/regen")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building regen:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// devInfo mirrors what `regen dev` writes to dev.json.
+type devInfo struct {
+	Endpoint  string `json:"endpoint"`
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key"`
+	Secret    string `json:"cluster_secret"`
+	Shards    []struct {
+		ID     string `json:"id"`
+		PID    int    `json:"pid"`
+		Addr   string `json:"addr"`
+		Gossip string `json:"gossip"`
+		Data   string `json:"data"`
+	} `json:"shards"`
+	Gateways []struct {
+		ID     string `json:"id"`
+		Addr   string `json:"addr"`
+		Gossip string `json:"gossip"`
+	} `json:"gateways"`
+}
+
+// devCluster is a running `regen dev`.
+type devCluster struct {
+	t    testing.TB
+	dir  string
+	cmd  *exec.Cmd
+	info devInfo
+	out  *strings.Builder
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startDev starts `regen dev` with its data in a temp dir and waits until
+// it has written dev.json. The cluster is stopped when the test ends,
+// whether it passed or not.
+func startDev(t testing.TB, args ...string) *devCluster {
+	t.Helper()
+	dir := t.TempDir()
+	return startDevIn(t, dir, args...)
+}
+
+func startDevIn(t testing.TB, dir string, args ...string) *devCluster {
+	t.Helper()
+	os.Remove(filepath.Join(dir, "dev.json"))
+	addr := freeAddr(t)
+	all := append([]string{"dev", "--data", dir, "--addr", addr}, args...)
+	cmd := exec.Command(regenBin, all...)
+	cmd.Env = append(os.Environ(), "REGEN_ACCESS_KEY=e2e-access", "REGEN_SECRET_KEY=e2e-secret-key")
+	out := &strings.Builder{}
+	pr, pw, _ := os.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+		}
+	}()
+	d := &devCluster{t: t, dir: dir, cmd: cmd, out: out}
+	t.Cleanup(d.stop)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "dev.json"))
+		if err == nil && json.Unmarshal(b, &d.info) == nil && len(d.info.Shards) > 0 {
+			break
+		}
+		if cmd.ProcessState != nil || time.Now().After(deadline) {
+			t.Fatalf("regen dev did not come up; output:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return d
+}
+
+// stop ends the dev cluster and every child, even if the test failed.
+func (d *devCluster) stop() {
+	if d.cmd.Process == nil || d.cmd.ProcessState != nil {
+		return
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		d.cmd.Process.Kill()
+		<-done
+	}
+	for _, s := range d.info.Shards {
+		syscall.Kill(s.PID, syscall.SIGKILL)
+	}
+}
+
+// killShard SIGKILLs shard server i.
+func (d *devCluster) killShard(i int) {
+	d.t.Helper()
+	if err := syscall.Kill(d.info.Shards[i].PID, syscall.SIGKILL); err != nil {
+		d.t.Fatalf("kill shard %d: %v", i, err)
+	}
+}
+
+func (d *devCluster) client(t testing.TB) *minio.Client {
+	return s3Client(t, d.info.Endpoint, d.info.AccessKey, d.info.SecretKey)
+}
+
+func s3Client(t testing.TB, endpoint, access, secret string) *minio.Client {
+	t.Helper()
+	c, err := minio.New(strings.TrimPrefix(endpoint, "http://"), &minio.Options{
+		Creds:  credentials.NewStaticV4(access, secret, ""),
+		Secure: false,
+		Region: "us-east-1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
