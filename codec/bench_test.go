@@ -156,3 +156,32 @@ func BenchmarkRepair3(b *testing.B) {
 		b.Run(bc.label(), func(b *testing.B) { benchRepair(b, bc, []int{0, 1, bc.c.ParityShards()}) })
 	}
 }
+
+// BenchmarkRelay1 is the relayer side of a single repair alone (helpers
+// run on other machines): the compute a repair worker spends per rebuilt
+// byte.
+func BenchmarkRelay1(b *testing.B) {
+	for _, bc := range benchCases(b) {
+		b.Run(bc.label(), func(b *testing.B) {
+			p, err := bc.c.RepairPlan([]int{0})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sh := stripe(b, bc.c, bc.chunk, 1)
+			sent := make([][]byte, len(p.Helpers))
+			for i := range p.Helpers {
+				if sent[i], err = p.Helpers[i].Produce(p.SubChunks, sh[p.Helpers[i].Shard], nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			out := make([][]byte, 1)
+			cm := startCPU(b, int64(bc.chunk))
+			for range b.N {
+				if err := p.Rebuild(bc.chunk, sent, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cm.stop(b)
+		})
+	}
+}

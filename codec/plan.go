@@ -3,6 +3,7 @@ package codec
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -109,8 +110,9 @@ func (t *HelperTask) Produce(alpha int, chunk, dst []byte) ([]byte, error) {
 			return dst, fmt.Errorf("%w: coefficient row of %d, want %d", ErrBadPlan, len(row), alpha)
 		}
 		start := len(dst)
-		dst = append(dst, make([]byte, sc)...)
+		dst = slices.Grow(dst, sc)[:start+sc]
 		out := dst[start:]
+		clear(out)
 		for s, c := range row {
 			mulXor(c, chunk[s*sc:(s+1)*sc], out)
 		}
