@@ -123,6 +123,13 @@ func TestMultiRepair(t *testing.T) {
 				if _, ok := c.(*PM); ok && p.Method == MethodCORE && ratio-bound > 1e-9 {
 					t.Fatalf("%v: good PM pattern at %.4f, bound %.4f", f, ratio, bound)
 				}
+				if p.Method == MethodVirtual {
+					// CORE: a bad pattern costs what a good pattern of
+					// t+1 failures costs, with one virtual failure.
+					if len(p.Virtual) != 1 || ratio-RepairBound(c.TotalShards(), c.DataShards(), len(f)+1) > 1e-9 {
+						t.Fatalf("%v: virtual plan %v at %.4f", f, p.Virtual, ratio)
+					}
+				}
 			}
 		})
 	}
@@ -144,6 +151,12 @@ func TestCORETable(t *testing.T) {
 		{"clay-8-4", []int{0, 4}, MethodAugmented, 0.71875},
 		{"clay-8-4", []int{0, 1, 2}, MethodCORE, 0.84375},
 		{"pm-10-10", []int{0, 5, 9}, MethodCORE, 0.51},
+		// The bad PM patterns of t = 3 (2 of 1140 and 2 of 560), each
+		// fixed by one virtual failure; they depend on the points x_i.
+		{"pm-10-10", []int{1, 7, 10}, MethodVirtual, 0.64},
+		{"pm-10-10", []int{8, 11, 17}, MethodVirtual, 0.64},
+		{"pm-8-8", []int{1, 3, 4}, MethodVirtual, 0.75},
+		{"pm-8-8", []int{10, 11, 13}, MethodVirtual, 0.75},
 		{"clay-4-2", []int{0, 5}, MethodConventional, 1},
 		{"rs-6-3", []int{2}, MethodConventional, 1},
 	} {
