@@ -261,3 +261,24 @@ func TestPMGenerator(t *testing.T) {
 		}
 	}
 }
+
+func TestRegistry(t *testing.T) {
+	var r Registry
+	a, err := r.RepairPlan("clay-6-3", []int{2, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.RepairPlan("clay-6-3", []int{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || !slices.Equal(a.Failed, []int{1, 2}) {
+		t.Fatal("plans are not cached per failure set")
+	}
+	if _, err := r.RepairPlan("clay-6-3", []int{0, 1, 2, 3}); err == nil {
+		t.Fatal("4 failures of a 3-parity code accepted")
+	}
+	if _, err := r.Get("nope-1-1"); err == nil {
+		t.Fatal("bad name accepted")
+	}
+}
