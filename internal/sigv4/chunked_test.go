@@ -169,9 +169,9 @@ func TestChunkedMalformed(t *testing.T) {
 // must never panic, never return more bytes than it was given, and never
 // hold a chunk buffer larger than the cap.
 func FuzzChunkedReader(f *testing.F) {
-	// (The 66 KiB AWS example is left out: new inputs derived from it make
-	// the engine spend its minimisation time budget on each.)
-	f.Add([]byte(awsTrailerChunks()+"x-amz-checksum-crc32c:sOO8/Q==\r\nx-amz-trailer-signature:d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435\r\n\r\n"), uint8(1))
+	// Seeds stay small: the 66 KiB AWS examples (tested above) would make the
+	// engine spend its whole minimisation budget on every input derived
+	// from them.
 	for i, mode := range allModes {
 		f.Add(encodeChunked([]byte("hello, world"), []int{5}, testResult(mode), http.Header{"X-Amz-Checksum-Crc32": {"x"}}), uint8(i))
 	}
