@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
@@ -23,7 +24,9 @@ type Server struct {
 	m      *metrics
 	now    func() time.Time // NB: a seam so GC tests need not sleep
 
-	handler http.Handler
+	handler   http.Handler
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New opens the metadata store under DataDir/meta and the shard store under
@@ -68,8 +71,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close closes the metadata store. Stop serving and Run first.
-func (s *Server) Close() error { return s.meta.Close() }
+// Close closes the metadata store. Stop serving and Run first. Closing
+// twice is harmless.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.meta.Close() })
+	return s.closeErr
+}
 
 // Store returns the server's metadata store, for wiring that runs in the
 // same process (the repair worker).

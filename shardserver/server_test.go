@@ -371,3 +371,11 @@ func TestNodeIDStable(t *testing.T) {
 		t.Fatal("a damaged node-id file was accepted")
 	}
 }
+
+func dtoOf(m prometheus.Metric) *dto.Metric {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	return &d
+}
