@@ -24,16 +24,23 @@ func (p *planner) tryAugment(g *generator, failed, helpers []int, base []downloa
 			inBase[d.z] = true
 		}
 	}
-	bDT := bD.clone()
+	// Work modulo span(D): the deficiency is the rank of the targets
+	// reduced by D (tRes), and a candidate plane P lowers it by
+	// rank(P') - (rank(tRes + P') - rank(tRes)), P' = P reduced by D. So
+	// each candidate costs one reduction against the big basis.
+	var targets [][]byte
 	for _, f := range failed {
 		for z := 0; z < g.alpha; z++ {
-			bDT.insert(cp(g.row(f, z)))
+			v := cp(g.row(f, z))
+			bD.reduce(v)
+			targets = append(targets, v)
 		}
 	}
-	deficiency := bDT.rank() - bD.rank()
+	tRes := smallBasis(g.width, targets)
 	var extra []download
-	rows := make([][]byte, len(helpers))
-	for deficiency > 0 {
+	reduced := make([][]byte, len(helpers))
+	for tRes.rank() > 0 {
+		deficiency := tRes.rank()
 		// Ties (often no single plane helps: for (20,10) the deficiency
 		// only drops once most planes of one digit value are in) go to the
 		// lowest plane, which fills such a row of planes in order.
@@ -43,10 +50,12 @@ func (p *planner) tryAugment(g *generator, failed, helpers []int, base []downloa
 				continue
 			}
 			for i, h := range helpers {
-				rows[i] = g.row(h, z)
+				reduced[i] = cp(g.row(h, z))
+				bD.reduce(reduced[i])
 			}
-			nd := deficiency + bDT.rankIncrease(rows) - bD.rankIncrease(rows)
-			if nd < bestDef {
+			rP := smallBasis(g.width, reduced).rank()
+			rTP := tRes.rankIncrease(reduced)
+			if nd := deficiency - rP + rTP; nd < bestDef {
 				bestZ, bestDef = z, nd
 			}
 		}
@@ -54,12 +63,18 @@ func (p *planner) tryAugment(g *generator, failed, helpers []int, base []downloa
 			return nil
 		}
 		inBase[bestZ] = true
+		first := bD.rank()
 		for _, h := range helpers {
 			extra = append(extra, download{h: h, z: bestZ})
 			bD.insert(cp(g.row(h, bestZ)))
-			bDT.insert(cp(g.row(h, bestZ)))
 		}
-		deficiency = bestDef
+		// Bring the residual targets up to date against the new rows only:
+		// they are already reduced by the earlier ones.
+		added := &basis{width: bD.width, rows: bD.rows[first:], piv: bD.piv[first:]}
+		for _, v := range tRes.rows {
+			added.reduce(v)
+		}
+		tRes = smallBasis(g.width, tRes.rows)
 	}
 	var best *Plan
 	for _, ds := range [][]download{append(append([]download(nil), base...), extra...), append(append([]download(nil), extra...), base...)} {
@@ -69,4 +84,13 @@ func (p *planner) tryAugment(g *generator, failed, helpers []int, base []downloa
 		}
 	}
 	return best
+}
+
+// smallBasis returns the echelon basis of copies of rows.
+func smallBasis(width int, rows [][]byte) *basis {
+	b := newBasis(width, 0)
+	for _, r := range rows {
+		b.insert(append([]byte(nil), r...))
+	}
+	return b
 }
