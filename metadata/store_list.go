@@ -42,6 +42,9 @@ type ListQuery struct {
 // under it, so deleted "directories" disappear; its subtree is then skipped
 // with one seek rather than scanned.
 func (s *Store) List(ctx context.Context, q ListQuery) ([]ListEntry, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
 	if q.Bucket == "" {
 		return nil, false, fmt.Errorf("%w: empty bucket", ErrInvalidQuery)
 	}
