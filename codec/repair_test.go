@@ -93,7 +93,7 @@ func TestMultiRepair(t *testing.T) {
 		name  string
 		limit int
 	}{{"clay-4-2", 0}, {"clay-6-3", 0}, {"clay-5-3", 0}, {"pm-4-4", 0}, {"pm-3-3", 0}, {"rs-4-2", 0},
-		{"clay-8-4", 25}, {"clay-8-8", 25}, {"clay-10-10", 12}, {"pm-8-8", 150}, {"pm-10-10", 150}} {
+		{"clay-8-4", 25}, {"clay-8-8", 25}, {"clay-10-10", 16}, {"clay-10-4", 6}, {"pm-8-8", 150}, {"pm-10-10", 150}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustParse(t, tc.name)
 			sh := stripe(t, c, 2*c.SubChunks(), 5)
@@ -102,7 +102,7 @@ func TestMultiRepair(t *testing.T) {
 			if tc.limit > 0 {
 				// Planning cross-section Clay patterns with many failures
 				// takes seconds; the survey covers them.
-				maxT = min(maxT, 3)
+				maxT = min(maxT, 4)
 			}
 			for _, f := range erasurePatterns(c.TotalShards(), maxT, tc.limit, rng) {
 				p, sent, err := executeRepair(c, sh, f)
