@@ -39,7 +39,6 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("node", cfg.NodeID)
 	fsys := cfg.FS
 	if fsys == nil {
 		fsys = OSFS{}
