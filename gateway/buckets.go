@@ -50,15 +50,12 @@ func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
 	if !validBucketName(req.bucket) {
 		return apiErr("InvalidBucketName", "The specified bucket is not valid.")
 	}
-	body, err := io.ReadAll(io.LimitReader(g.bodyReader(c, req), 64<<10))
+	body, err := io.ReadAll(io.LimitReader(g.bodyReader(c, req, -1), 64<<10))
 	if err != nil {
 		return err
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
-		var conf struct {
-			XMLName            xml.Name `xml:"CreateBucketConfiguration"`
-			LocationConstraint string   `xml:"LocationConstraint"`
-		}
+		var conf CreateBucketConfiguration
 		if err := xml.Unmarshal(body, &conf); err != nil {
 			return apiErr("MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
 		}
@@ -123,9 +120,9 @@ func (g *Gateway) listBuckets(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
-	out := ListAllMyBucketsResult{NS: s3NS, Owner: g.owner(req)}
+	out := ListBucketsOutput{Owner: g.owner(req)}
 	for _, b := range bs {
-		out.Buckets.Bucket = append(out.Buckets.Bucket, BucketInfo{Name: b.Name, CreationDate: s3Time(b.Created)})
+		out.Buckets.Bucket = append(out.Buckets.Bucket, BucketEntry{Name: b.Name, CreationDate: ts(b.Created)})
 	}
 	return sendXML(c, fiber.StatusOK, out)
 }
@@ -140,7 +137,7 @@ func (g *Gateway) bucketLocation(c *fiber.Ctx, req *request) error {
 	if loc == "us-east-1" {
 		loc = "" // S3 reports the default region as an empty constraint
 	}
-	return sendXML(c, fiber.StatusOK, LocationConstraint{NS: s3NS, Value: loc})
+	return sendXML(c, fiber.StatusOK, LocationConstraintOutput{Location: loc})
 }
 
 func (g *Gateway) region() string {

@@ -61,7 +61,7 @@ func (g *Gateway) listObjectsV2(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
-	out := ListBucketV2Result{NS: s3NS,
+	out := ListObjectsV2Output{
 		Name: req.bucket, Prefix: s3Escape(prefix, encode), Delimiter: s3Escape(delim, encode),
 		MaxKeys: maxKeys, KeyCount: len(res.Objects) + len(res.Prefixes), IsTruncated: res.Truncated,
 		ContinuationToken: token, StartAfter: s3Escape(q.Get("start-after"), encode),
@@ -76,13 +76,12 @@ func (g *Gateway) listObjectsV2(c *fiber.Ctx, req *request) error {
 	for _, e := range res.Objects {
 		obj := g.listObject(e, encode)
 		if fetchOwner {
-			o := g.owner(req)
-			obj.Owner = &o
+			obj.Owner = g.owner(req)
 		}
 		out.Contents = append(out.Contents, obj)
 	}
 	for _, p := range res.Prefixes {
-		out.CommonPrefixes = append(out.CommonPrefixes, CommonPrefix{Prefix: s3Escape(p, encode)})
+		out.CommonPrefixes = append(out.CommonPrefixes, PrefixEntry{Prefix: s3Escape(p, encode)})
 	}
 	return sendXML(c, fiber.StatusOK, out)
 }
@@ -97,7 +96,7 @@ func (g *Gateway) listObjectsV1(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
-	out := ListBucketV1Result{NS: s3NS,
+	out := ListObjectsV1Output{
 		Name: req.bucket, Prefix: s3Escape(prefix, encode), Delimiter: s3Escape(delim, encode),
 		Marker: s3Escape(marker, encode), MaxKeys: maxKeys, IsTruncated: res.Truncated,
 	}
@@ -109,12 +108,11 @@ func (g *Gateway) listObjectsV1(c *fiber.Ctx, req *request) error {
 	}
 	for _, e := range res.Objects {
 		obj := g.listObject(e, encode)
-		o := g.owner(req)
-		obj.Owner = &o
+		obj.Owner = g.owner(req)
 		out.Contents = append(out.Contents, obj)
 	}
 	for _, p := range res.Prefixes {
-		out.CommonPrefixes = append(out.CommonPrefixes, CommonPrefix{Prefix: s3Escape(p, encode)})
+		out.CommonPrefixes = append(out.CommonPrefixes, PrefixEntry{Prefix: s3Escape(p, encode)})
 	}
 	return sendXML(c, fiber.StatusOK, out)
 }
@@ -128,13 +126,13 @@ func (g *Gateway) runList(req *request, prefix, delim, after string, maxKeys int
 	return g.layer.list(ctx, listParams{Bucket: req.bucket, Prefix: prefix, Delimiter: delim, After: after, Max: maxKeys})
 }
 
-func (g *Gateway) listObject(e metadata.ListEntry, encode bool) ObjectInfo {
+func (g *Gateway) listObject(e metadata.ListEntry, encode bool) ObjectEntry {
 	class := e.StorageClass
 	if class == "" {
 		class = "STANDARD"
 	}
-	return ObjectInfo{
-		Key: s3Escape(e.Key, encode), LastModified: s3Time(e.Modified), ETag: `"` + e.ETag + `"`,
+	return ObjectEntry{
+		Key: s3Escape(e.Key, encode), LastModified: ts(e.Modified), ETag: `"` + e.ETag + `"`,
 		Size: e.Size, StorageClass: class,
 	}
 }

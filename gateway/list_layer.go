@@ -118,18 +118,15 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 		if !found {
 			return res, nil
 		}
-		var best metadata.ListEntry
-		have := false
+		var same []metadata.ListEntry
 		for _, c := range cursors {
 			if len(c.buf) > 0 && entryName(c.buf[0]) == name {
-				e := c.buf[0]
+				same = append(same, c.buf[0])
 				c.buf = c.buf[1:]
-				if !have || (e.Prefix == "" && best.Version.Less(e.Version)) {
-					best, have = e, true
-				}
 			}
 		}
-		if best.Prefix == "" && best.Deleted {
+		best, ok := l.confirmedEntry(same)
+		if !ok || (best.Prefix == "" && best.Deleted) {
 			continue
 		}
 		if len(res.Objects)+len(res.Prefixes) == p.Max {
@@ -143,4 +140,31 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 		}
 		res.Last = name
 	}
+}
+
+// confirmedEntry picks, among the copies of one name from several servers,
+// the newest version that enough servers confirm (as reads do), so a write
+// that failed to reach quorum is not listed. Common prefixes need no vote.
+func (l *layer) confirmedEntry(same []metadata.ListEntry) (metadata.ListEntry, bool) {
+	if same[0].Prefix != "" {
+		return same[0], true
+	}
+	votes := map[metadata.Version]int{}
+	for _, e := range same {
+		votes[e.Version]++
+	}
+	var best metadata.ListEntry
+	found := false
+	for _, e := range same {
+		need := 1
+		if e.Code != "" {
+			if c, err := l.code(e.Code); err == nil {
+				need = c.DataShards()
+			}
+		}
+		if votes[e.Version] >= need && (!found || best.Version.Less(e.Version)) {
+			best, found = e, true
+		}
+	}
+	return best, found
 }

@@ -39,7 +39,7 @@ func (g *Gateway) opContext() (context.Context, context.CancelFunc) {
 
 // bodyReader returns the request body, decoded from aws-chunked and checked
 // against x-amz-content-sha256 as the signature demands.
-func (g *Gateway) bodyReader(c *fiber.Ctx, req *request) io.Reader {
+func (g *Gateway) bodyReader(c *fiber.Ctx, req *request, size int64) io.Reader {
 	var raw io.Reader = c.Context().RequestBodyStream()
 	if raw == nil {
 		raw = bytes.NewReader(c.Body())
@@ -47,6 +47,9 @@ func (g *Gateway) bodyReader(c *fiber.Ctx, req *request) io.Reader {
 	ph := req.auth.PayloadHash
 	switch {
 	case sigv4.IsStreaming(ph):
+		if size >= 0 {
+			return sigv4.NewChunkedReader(raw, req.auth, sigv4.WithDecodedLength(size))
+		}
 		return sigv4.NewChunkedReader(raw, req.auth)
 	case ph == "" || ph == "UNSIGNED-PAYLOAD":
 		return raw
@@ -139,7 +142,7 @@ func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 	}
 	m.Code, m.CodecFormat = codeName, codec.FormatVersion
 
-	body := g.bodyReader(c, req)
+	body := g.bodyReader(c, req, size)
 	var sum [md5.Size]byte
 	var ok []bool
 	if size <= g.cfg.InlineMax {

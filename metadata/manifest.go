@@ -167,4 +167,6 @@ type ListEntry struct {
 	ETag         string    `json:"etag,omitempty"`
 	StorageClass string    `json:"storage_class,omitempty"`
 	Modified     time.Time `json:"modified"`
+	// Code lets a merging reader know how many copies confirm a version.
+	Code string `json:"code,omitempty"`
 }

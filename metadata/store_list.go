@@ -157,5 +157,6 @@ func listEntry(key string, val []byte) (ListEntry, error) {
 		ETag:         m.ETag,
 		StorageClass: m.StorageClass,
 		Modified:     m.Modified,
+		Code:         m.Code,
 	}, nil
 }

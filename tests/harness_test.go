@@ -186,3 +186,30 @@ func ctx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return c
 }
+
+// deadShards asks the gateway (regen admin status --json) how many shard
+// servers it considers dead.
+func (d *devCluster) deadShards(t testing.TB) int {
+	t.Helper()
+	out, err := exec.Command(regenBin, "admin", "status", "--json", "--endpoint", d.info.Endpoint,
+		"--access-key", d.info.AccessKey, "--secret-key", d.info.SecretKey).Output()
+	if err != nil {
+		t.Fatalf("regen admin status: %v", err)
+	}
+	var st struct {
+		Nodes []struct {
+			Role  string `json:"r"`
+			State string `json:"state"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("regen admin status --json: %v\n%s", err, out)
+	}
+	dead := 0
+	for _, n := range st.Nodes {
+		if n.Role == "shard" && n.State == "dead" {
+			dead++
+		}
+	}
+	return dead
+}
