@@ -1,6 +1,7 @@
 package shardserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,7 +155,9 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.scheduleGC(r.Context(), &m, res)
+	// NB: the manifest is stored; queue its garbage even if the client has
+	// gone away meanwhile.
+	s.scheduleGC(context.WithoutCancel(r.Context()), &m, res)
 	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutManifestResponse{Stored: res.Stored, Current: res.Current.Version})
 }
 
