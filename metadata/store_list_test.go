@@ -89,7 +89,7 @@ func TestList(t *testing.T) {
 		}
 	}
 	es, _, _ := s.List(ctx, ListQuery{Bucket: "bk", Prefix: "b"})
-	if len(es) != 1 || es[0].Size != 100 || es[0].ETag != "etag-1" || es[0].Version != ver(1) {
+	if len(es) != 1 || es[0].Size != 100 || es[0].ETag != "etag-1" || es[0].Version != ver(1) || es[0].Code != "rs-2-1" {
 		t.Errorf("entry fields: %+v", es)
 	}
 	if _, _, err := s.List(ctx, ListQuery{}); !errors.Is(err, ErrInvalidQuery) {
