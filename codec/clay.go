@@ -32,6 +32,8 @@ type Clay struct {
 	inner       [][]byte // (k+nu+m) x (k+nu) generator of the inner code
 	mu          sync.Mutex
 	decoders    map[string]*innerDecoder
+	encoder     *linmap
+	pairs       pairKernels
 	plans       *planner
 	scratch     sync.Pool
 }
@@ -86,6 +88,9 @@ func NewClay(k, m int) (*Clay, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadParams, name, err)
 	}
 	c.inner = inner
+	if c.pairs, err = newPairKernels(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadParams, name, err)
+	}
 	c.plans = newPlanner(c, c.selection, true, false)
 	return c, nil
 }

@@ -257,11 +257,7 @@ func (c *Clay) Encode(shards [][]byte) error {
 		return err
 	}
 	cb, _ := c.layout(shards, size, nil)
-	var parity []int
-	for i := c.k; i < c.n; i++ {
-		parity = append(parity, c.internal(i))
-	}
-	return c.decode(cb, parity, size/c.alpha)
+	return c.encode(cb, size/c.alpha)
 }
 
 func (c *Clay) Reconstruct(shards [][]byte) error { return c.ReconstructSome(shards, nil) }

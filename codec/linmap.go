@@ -21,6 +21,7 @@ type linmap struct {
 	rows, cols int
 	terms      [][]term // sparse form, per output row
 	fused      reedsolomon.Encoder
+	seg        int // bytes per pass of the sparse kernel
 }
 
 type term struct {
@@ -28,12 +29,18 @@ type term struct {
 	c   byte
 }
 
-// segment is the byte span processed per pass of the sparse kernel, small
-// enough that the inputs of one output row stay in L2.
-const segment = 8 << 10
+// segmentBudget is the cache the sparse kernel aims to stay within: a pass
+// over a segment touches that segment of every input, so segments shrink as
+// the matrix widens (a CORE relay reads ~400 inputs).
+const segmentBudget = 512 << 10
+
+func segmentFor(cols int) int {
+	s := segmentBudget / max(cols, 1)
+	return min(max(s&^63, 512), 16<<10)
+}
 
 func newLinmap(m [][]byte, cols int) (*linmap, error) {
-	l := &linmap{rows: len(m), cols: cols, terms: make([][]term, len(m))}
+	l := &linmap{rows: len(m), cols: cols, terms: make([][]term, len(m)), seg: segmentFor(cols)}
 	nnz := 0
 	for i, row := range m {
 		if len(row) != cols {
@@ -77,8 +84,8 @@ func (l *linmap) apply(in, out [][]byte) {
 		}
 		return
 	}
-	for off := 0; off < size; off += segment {
-		end := min(off+segment, size)
+	for off := 0; off < size; off += l.seg {
+		end := min(off+l.seg, size)
 		for i, ts := range l.terms {
 			o := out[i][off:end]
 			if len(ts) == 0 {
