@@ -93,9 +93,12 @@ func TestMultiRepair(t *testing.T) {
 		name  string
 		limit int
 	}{{"clay-4-2", 0}, {"clay-6-3", 0}, {"clay-5-3", 0}, {"pm-4-4", 0}, {"pm-3-3", 0}, {"rs-4-2", 0},
-		{"clay-8-4", 25}, {"clay-8-8", 25}, {"clay-10-10", 16}, {"clay-10-4", 6}, {"pm-8-8", 150}, {"pm-10-10", 150}} {
+		{"clay-8-4", 25}, {"clay-8-8", 25}, {"clay-10-10", 16}, {"clay-10-4", 3}, {"pm-8-8", 150}, {"pm-10-10", 150}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustParse(t, tc.name)
+			if testing.Short() && c.SubChunks() > 100 {
+				t.Skip("planning (14,10) cross-section patterns takes seconds")
+			}
 			sh := stripe(t, c, 2*c.SubChunks(), 5)
 			rng := rand.New(rand.NewSource(6))
 			maxT := c.ParityShards()
