@@ -1,0 +1,21 @@
+// Package repair rebuilds the shards that dead or corrupt shard servers
+// held, on the shard servers themselves.
+//
+// It has a pure core and I/O at the edges:
+//
+//   - the planner is a deterministic function from a stripe group, its code,
+//     the failure set, the live nodes and their measured bandwidth to a Task:
+//     which method (CORE, PUSH-Rep, PUSH-Sur, PULL-Rep, PULL-Sur), which
+//     helpers in which order, and where the rebuilt shards go;
+//   - executors carry a Task out over real data paths between shard servers
+//     and report the bytes they moved;
+//   - the worker finds affected stripe groups, owns each one without
+//     coordination (the first live server of its placement), runs tasks in
+//     a bounded pool, verifies rebuilt shards against the manifest's
+//     checksums and only then switches the manifest.
+//
+// The methods come from two papers (see ../shared/seeds): PUSH chains
+// pipeline partial sums along survivors so no node suffers incast, and CORE
+// repairs several failures of a regenerating-coded stripe at once with the
+// fewest bytes moved.
+package repair
