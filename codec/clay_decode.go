@@ -42,6 +42,9 @@ func (c *Clay) innerDecoder(erased []int) (*innerDecoder, error) {
 		}
 	}
 	c.mu.Lock()
+	if len(c.decoders) >= maxCached {
+		clear(c.decoders)
+	}
 	c.decoders[key] = d
 	c.mu.Unlock()
 	return d, nil

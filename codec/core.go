@@ -45,6 +45,15 @@ func (p *planner) generator() (*generator, error) {
 	return p.gen, p.genErr
 }
 
+// maxCached bounds each per-pattern cache (decoders, coefficients). Real
+// clusters see few erasure patterns; a flood of distinct ones (a fuzzer, a
+// survey) must not grow memory without limit, so a full cache is simply
+// dropped. Plans (up to ~100 KB each for (20,10) CORE) get a smaller cap.
+const (
+	maxCached = 4096
+	maxPlans  = 1024
+)
+
 // download is one sub-chunk a helper sends: raw sub-chunk z, or (z < 0) the
 // combination coef of its sub-chunks.
 type download struct {
@@ -129,6 +138,9 @@ func (p *planner) plan(failed []int) (*Plan, error) {
 	if old, ok := p.plans[key]; ok {
 		pl = old // a concurrent caller won; plans are deterministic
 	} else {
+		if len(p.plans) >= maxPlans {
+			clear(p.plans)
+		}
 		p.plans[key] = pl
 	}
 	p.mu.Unlock()

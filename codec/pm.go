@@ -229,6 +229,9 @@ func (c *PM) decoder(surv, lost []int) (*linmap, error) {
 		return nil, err
 	}
 	c.mu.Lock()
+	if len(c.decoders) >= maxCached {
+		clear(c.decoders)
+	}
 	c.decoders[key] = lm
 	c.mu.Unlock()
 	return lm, nil

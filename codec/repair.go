@@ -78,6 +78,9 @@ func (p *planner) coefficients(lost int, surv []int) ([][][]byte, error) {
 		}
 	}
 	p.mu.Lock()
+	if len(p.coefs) >= maxCached {
+		clear(p.coefs)
+	}
 	p.coefs[key] = co
 	p.mu.Unlock()
 	return co, nil
