@@ -31,6 +31,7 @@ const (
 // `regen dev`).
 type gatewayFlags struct {
 	addr, gossip, advertise string
+	advertiseHTTP           string
 	join                    listFlag
 	secret                  string
 	accessKey, secretKey    string
@@ -47,6 +48,7 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", env("REGEN_ADDR", "127.0.0.1:9000"), "S3 listen address host:port (REGEN_ADDR)")
 	fs.StringVar(&f.gossip, "gossip", env("REGEN_GOSSIP", "127.0.0.1:7946"), "gossip listen address host:port (REGEN_GOSSIP)")
 	fs.StringVar(&f.advertise, "advertise", env("REGEN_ADVERTISE", ""), "gossip address told to peers, if different (REGEN_ADVERTISE)")
+	fs.StringVar(&f.advertiseHTTP, "advertise-http", env("REGEN_ADVERTISE_HTTP", ""), "S3 address told to peers and shown in status, if different (REGEN_ADVERTISE_HTTP)")
 	f.join = envList("REGEN_JOIN")
 	fs.Var(&f.join, "join", "gossip address of a cluster member, repeatable (REGEN_JOIN, comma-separated)")
 	fs.StringVar(&f.secret, "secret", env("REGEN_CLUSTER_SECRET", ""), "cluster secret shared by all nodes (REGEN_CLUSTER_SECRET)")
@@ -168,9 +170,10 @@ func startGateway(ctx context.Context, cfg gateway.Config, f *gatewayFlags) (*ru
 		ln.Close()
 		return nil, err
 	}
+	httpAddr := advertisedHTTP(ln.Addr().String(), f.advertiseHTTP)
 	ccfg := cluster.Config{
 		NodeID: cfg.NodeID, BindAddr: host, BindPort: port, Join: f.join, Secret: f.secret,
-		Meta: cluster.Meta{Role: cluster.RoleGateway, HTTP: ln.Addr().String()}, Profile: f.profile, Logger: cfg.Logger,
+		Meta: cluster.Meta{Role: cluster.RoleGateway, HTTP: httpAddr}, Profile: f.profile, Logger: cfg.Logger,
 	}
 	if f.advertise != "" {
 		ah, ap, err := splitHostPort("advertise", f.advertise)

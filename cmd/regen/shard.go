@@ -81,10 +81,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("cannot listen for the shard API on %s: %w", f.listen, err)
 	}
-	httpAddr := ln.Addr().String()
-	if f.advertiseHTTP != "" {
-		httpAddr = f.advertiseHTTP
-	}
+	httpAddr := advertisedHTTP(ln.Addr().String(), f.advertiseHTTP)
 	host, port, err := splitHostPort("gossip", f.gossip)
 	if err != nil {
 		return err
