@@ -171,6 +171,8 @@ func (p *planner) compute(failed []int) (*Plan, error) {
 	}
 	if best == nil || best.Downloads() >= k*alpha {
 		best = p.conventional(g, failed, helpers)
+	} else {
+		p.chain(g, best)
 	}
 	if best == nil {
 		return nil, fmt.Errorf("codec: %s: no repair plan for %v (code is not MDS?)", p.code.Name(), failed)

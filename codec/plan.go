@@ -47,12 +47,23 @@ type Plan struct {
 	Method     string       `json:"method"`
 	Virtual    []int        `json:"virtual,omitempty"`
 	Helpers    []HelperTask `json:"helpers"`
-	// Relay is len(Failed)*alpha rows by Downloads() columns.
-	Relay [][]byte `json:"relay"`
+	// Relay is len(Failed)*alpha rows by Downloads() columns. When Stages
+	// is set it has len(Failed)*alpha more columns, standing for the
+	// outputs themselves: the rows of Stages[s] are computed in stage s
+	// and may use the outputs of earlier stages (a chained relay, cheaper
+	// for Clay multi-failure repair).
+	Relay  [][]byte `json:"relay"`
+	Stages [][]int  `json:"stages,omitempty"`
 
-	once  sync.Once
-	relay *linmap
-	err   error
+	once   sync.Once
+	stages []relayStage
+	err    error
+}
+
+// relayStage is one linear pass of the relayer.
+type relayStage struct {
+	rows []int // output rows computed
+	lm   *linmap
 }
 
 // HelperTask is what one helper computes from its local shard chunk. Exactly
@@ -145,21 +156,50 @@ func (p *Plan) Helper(shard int) *HelperTask {
 	return nil
 }
 
-func (p *Plan) relayMap() (*linmap, error) {
+func (p *Plan) relayStages() ([]relayStage, error) {
 	p.once.Do(func() {
-		rows := len(p.Failed) * p.SubChunks
+		rows, cols := len(p.Failed)*p.SubChunks, p.Downloads()
+		stages := p.Stages
+		if stages == nil {
+			stages = [][]int{seq(rows)}
+		} else {
+			cols += rows
+		}
 		if len(p.Relay) != rows {
 			p.err = fmt.Errorf("%w: relay has %d rows, want %d", ErrBadPlan, len(p.Relay), rows)
 			return
 		}
-		l, err := newLinmap(p.Relay, p.Downloads())
-		if err != nil {
-			p.err = fmt.Errorf("%w: %w", ErrBadPlan, err)
-			return
+		done := make([]bool, rows)
+		for _, st := range stages {
+			m := make([][]byte, len(st))
+			for i, r := range st {
+				if r < 0 || r >= rows || done[r] || len(p.Relay[r]) != cols {
+					p.err = fmt.Errorf("%w: bad relay row %d in stages", ErrBadPlan, r)
+					return
+				}
+				for j := cols - rows; j < cols && p.Stages != nil; j++ {
+					if p.Relay[r][j] != 0 && !done[j-(cols-rows)] {
+						p.err = fmt.Errorf("%w: relay row %d uses output %d before it is computed", ErrBadPlan, r, j-(cols-rows))
+						return
+					}
+				}
+				m[i] = p.Relay[r]
+			}
+			for _, r := range st {
+				done[r] = true
+			}
+			l, err := newLinmap(m, cols)
+			if err != nil {
+				p.err = fmt.Errorf("%w: %w", ErrBadPlan, err)
+				return
+			}
+			p.stages = append(p.stages, relayStage{rows: st, lm: l})
 		}
-		p.relay = l
+		if slices.Contains(done, false) {
+			p.err = fmt.Errorf("%w: stages do not cover every output", ErrBadPlan)
+		}
 	})
-	return p.relay, p.err
+	return p.stages, p.err
 }
 
 // Rebuild is the relayer side: sent[i] is the message of Helpers[i] for one
@@ -172,12 +212,12 @@ func (p *Plan) Rebuild(chunkLen int, sent [][]byte, out [][]byte) error {
 	if len(sent) != len(p.Helpers) || len(out) != len(p.Failed) {
 		return fmt.Errorf("%w: got %d helper messages and %d outputs, want %d and %d", ErrBadPlan, len(sent), len(out), len(p.Helpers), len(p.Failed))
 	}
-	lm, err := p.relayMap()
+	stages, err := p.relayStages()
 	if err != nil {
 		return err
 	}
 	sc := chunkLen / p.SubChunks
-	in := make([][]byte, 0, lm.cols)
+	var in [][]byte
 	for i := range p.Helpers {
 		want := p.Helpers[i].OutputLen(p.SubChunks, chunkLen)
 		if len(sent[i]) != want {
@@ -187,7 +227,7 @@ func (p *Plan) Rebuild(chunkLen int, sent [][]byte, out [][]byte) error {
 			in = append(in, sent[i][off:off+sc])
 		}
 	}
-	dst := make([][]byte, 0, lm.rows)
+	var dst [][]byte
 	for f := range out {
 		if len(out[f]) < chunkLen {
 			out[f] = make([]byte, chunkLen)
@@ -197,8 +237,18 @@ func (p *Plan) Rebuild(chunkLen int, sent [][]byte, out [][]byte) error {
 			dst = append(dst, out[f][z*sc:(z+1)*sc])
 		}
 	}
-	if sc > 0 {
-		lm.apply(in, dst)
+	if sc == 0 {
+		return nil
+	}
+	if p.Stages != nil {
+		in = append(in, dst...) // outputs of earlier stages are inputs
+	}
+	for _, st := range stages {
+		outs := make([][]byte, len(st.rows))
+		for i, r := range st.rows {
+			outs[i] = dst[r]
+		}
+		st.lm.apply(in, outs)
 	}
 	return nil
 }
