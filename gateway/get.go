@@ -129,6 +129,9 @@ func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manif
 	for k, v := range m.Headers {
 		c.Set(k, v)
 	}
+	if strings.EqualFold(c.Get("x-amz-checksum-mode"), "ENABLED") {
+		setChecksumHeaders(c, m.Checksums)
+	}
 	if m.StorageClass != "" && m.StorageClass != "STANDARD" {
 		c.Set("x-amz-storage-class", m.StorageClass)
 	}

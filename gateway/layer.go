@@ -28,6 +28,15 @@ type ShardAPI interface {
 	List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
 	PutBucket(ctx context.Context, addr string, b *metadata.Bucket) error
 	ListBuckets(ctx context.Context, addr string) ([]metadata.Bucket, error)
+
+	PutUpload(ctx context.Context, addr string, u *metadata.Upload) error
+	GetUpload(ctx context.Context, addr, bucket, key, id string) (*metadata.Upload, error)
+	ListUploads(ctx context.Context, addr string, q metadata.UploadQuery) ([]metadata.Upload, bool, error)
+	PutUploadPart(ctx context.Context, addr, bucket, key string, p *metadata.UploadPart) (*metadata.UploadPart, error)
+	ListUploadParts(ctx context.Context, addr, id string) ([]metadata.UploadPart, error)
+	FinishUpload(ctx context.Context, addr string, r shardrpc.FinishRequest) error
+	AcquireLease(ctx context.Context, addr, name, holder string, ttl time.Duration) error
+	ReleaseLease(ctx context.Context, addr, name, holder string) error
 }
 
 // Membership is what the gateway needs from the cluster.

@@ -86,7 +86,7 @@ func newFileID() string {
 
 func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 	if c.Get("x-amz-copy-source") != "" {
-		return apiErr("NotImplemented", "CopyObject is not supported yet")
+		return g.copyObject(c, req)
 	}
 	if len(req.key) > maxKeyLen {
 		return apiErr("KeyTooLongError", "Your key is too long")
@@ -98,69 +98,139 @@ func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 	if size > maxObjectSize {
 		return apiErr("EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.")
 	}
-	var wantMD5 []byte
-	if h := c.Get("Content-MD5"); h != "" {
-		if wantMD5, err = base64.StdEncoding.DecodeString(h); err != nil || len(wantMD5) != md5.Size {
-			return apiErr("InvalidDigest", "The Content-MD5 you specified is not valid.")
-		}
+	wantMD5, err := contentMD5(c)
+	if err != nil {
+		return err
 	}
-	m := &metadata.Manifest{
-		Bucket: req.bucket, Key: req.key,
-		ContentType:  c.Get("Content-Type"),
-		StorageClass: c.Get("x-amz-storage-class"),
-		UserMeta:     map[string]string{},
-		Headers:      map[string]string{},
+	m, err := newManifest(c, req.bucket, req.key)
+	if err != nil {
+		return err
 	}
-	metaSize := 0
-	c.Request().Header.VisitAll(func(k, v []byte) {
-		name := strings.ToLower(string(k))
-		if meta, ok := strings.CutPrefix(name, "x-amz-meta-"); ok {
-			m.UserMeta[meta] = string(v)
-			metaSize += len(meta) + len(v)
-		}
-	})
-	if metaSize > maxMetaSize {
-		return apiErr("MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
-	}
-	for _, h := range storedHeaders {
-		if v := c.Get(h); v != "" {
-			m.Headers[h] = v
-		}
+	cond := writeCondOf(c)
+	if err := cond.validate(c); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	code, err := g.prepareManifest(ctx, m)
 	if err != nil {
-		return bucketErr(err)
+		return err
+	}
+	if err := g.precheck(ctx, m.Bucket, m.Key, cond); err != nil {
+		return err
+	}
+	body, err := g.checkedBody(c, req, size, &m.Checksums)
+	if err != nil {
+		return err
+	}
+	if err := g.storeObject(ctx, m, code, body, size, wantMD5, cond); err != nil {
+		return err
+	}
+	g.metrics.bytesIn.Add(float64(size))
+	setChecksumHeaders(c, m.Checksums)
+	c.Set("ETag", `"`+m.ETag+`"`)
+	c.Status(fiber.StatusOK)
+	return nil
+}
+
+// contentMD5 decodes the Content-MD5 header, nil if absent.
+func contentMD5(c *fiber.Ctx) ([]byte, error) {
+	h := c.Get("Content-MD5")
+	if h == "" {
+		return nil, nil
+	}
+	want, err := base64.StdEncoding.DecodeString(h)
+	if err != nil || len(want) != md5.Size {
+		return nil, apiErr("InvalidDigest", "The Content-MD5 you specified is not valid.")
+	}
+	return want, nil
+}
+
+// newManifest starts the manifest of a new object from the request's
+// content type, storage class, user metadata and stored headers.
+func newManifest(c *fiber.Ctx, bucket, key string) (*metadata.Manifest, error) {
+	m := &metadata.Manifest{
+		Bucket: bucket, Key: key,
+		ContentType:  c.Get("Content-Type"),
+		StorageClass: c.Get("x-amz-storage-class"),
+	}
+	var err error
+	if m.UserMeta, err = userMeta(c); err != nil {
+		return nil, err
+	}
+	m.Headers = storedHeaderValues(c)
+	return m, nil
+}
+
+// userMeta collects x-amz-meta-* headers (names lowercased, prefix cut).
+func userMeta(c *fiber.Ctx) (map[string]string, error) {
+	meta := map[string]string{}
+	size := 0
+	c.Request().Header.VisitAll(func(k, v []byte) {
+		name := strings.ToLower(string(k))
+		if key, ok := strings.CutPrefix(name, "x-amz-meta-"); ok {
+			meta[key] = string(v)
+			size += len(key) + len(v)
+		}
+	})
+	if size > maxMetaSize {
+		return nil, apiErr("MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
+	}
+	return meta, nil
+}
+
+func storedHeaderValues(c *fiber.Ctx) map[string]string {
+	h := map[string]string{}
+	for _, name := range storedHeaders {
+		if v := c.Get(name); v != "" {
+			h[name] = v
+		}
+	}
+	return h
+}
+
+// prepareManifest checks the bucket and picks the object's code.
+func (g *Gateway) prepareManifest(ctx context.Context, m *metadata.Manifest) (codec.Code, error) {
+	b, err := g.layer.bucket(ctx, g.buckets, m.Bucket)
+	if err != nil {
+		return nil, bucketErr(err)
 	}
 	code, codeName, err := g.codeFor(b.Code, m.StorageClass)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if m.StorageClass == "" {
 		m.StorageClass = "STANDARD"
 	}
 	m.Code, m.CodecFormat = codeName, codec.FormatVersion
+	return code, nil
+}
 
-	body := g.bodyReader(c, req, size)
+// storeObject streams body (size bytes) into a new version of the object m
+// describes: inline or striped, checked against wantMD5 if set, then its
+// manifest written (under the key's lease when cond is set). On error
+// nothing becomes visible.
+func (g *Gateway) storeObject(ctx context.Context, m *metadata.Manifest, code codec.Code, body io.Reader, size int64, wantMD5 []byte, cond *writeCond) error {
 	var sum [md5.Size]byte
 	var ok []bool
+	var err error
 	if size <= g.cfg.InlineMax {
 		sum, err = g.readInline(body, size, m)
 	} else {
 		sum, ok, err = g.writeStriped(ctx, body, size, code, m)
 	}
+	if err == nil {
+		err = drain(body)
+	}
 	if err != nil {
+		g.abandon(m, ok)
 		return err
 	}
-	g.metrics.bytesIn.Add(float64(size))
 	if wantMD5 != nil && !bytes.Equal(wantMD5, sum[:]) {
 		g.abandon(m, ok)
 		return apiErr("BadDigest", "The Content-MD5 you specified did not match what we received.")
 	}
 	m.ETag = hex.EncodeToString(sum[:])
-	m.Version = g.layer.clock.next()
-	m.Modified = time.Unix(0, m.Version.TS).UTC()
 	holders := m.Placement
 	if ok != nil {
 		holders = nil
@@ -171,12 +241,24 @@ func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 		}
 	}
 	quorum := min(code.DataShards()+1, len(m.Placement))
-	if err := g.layer.writeManifest(ctx, m, holders, quorum); err != nil {
+	if err := g.commit(ctx, m, holders, quorum, cond); err != nil {
 		g.abandon(m, ok)
 		return err
 	}
-	c.Set("ETag", `"`+m.ETag+`"`)
-	c.Status(fiber.StatusOK)
+	return nil
+}
+
+// drain reads body to its end once the announced bytes are in, so that
+// what is checked at EOF (aws-chunked trailers and their signature,
+// trailing checksums) is checked before anything is committed.
+func drain(body io.Reader) error {
+	n, err := io.Copy(io.Discard, io.LimitReader(body, 1))
+	if err != nil {
+		return bodyErr(err)
+	}
+	if n > 0 {
+		return apiErr("IncompleteBody", "The request body is longer than its declared length.")
+	}
 	return nil
 }
 
@@ -280,9 +362,18 @@ func (g *Gateway) deleteObject(c *fiber.Ctx, req *request) error {
 	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
 		return bucketErr(err)
 	}
-	m, err := g.layer.readManifest(ctx, req.bucket, req.key)
+	if err := g.deleteKey(ctx, req.bucket, req.key); err != nil {
+		return err
+	}
+	c.Status(fiber.StatusNoContent)
+	return nil
+}
+
+// deleteKey writes a tombstone over the key's current version; deleting a
+// missing key succeeds, as in S3.
+func (g *Gateway) deleteKey(ctx context.Context, bucket, key string) error {
+	m, err := g.layer.readManifest(ctx, bucket, key)
 	if errors.Is(err, errNotFound) {
-		c.Status(fiber.StatusNoContent)
 		return nil
 	}
 	if err != nil {
@@ -296,11 +387,7 @@ func (g *Gateway) deleteObject(c *fiber.Ctx, req *request) error {
 	if code, err := g.layer.code(m.Code); err == nil {
 		quorum = min(code.DataShards()+1, len(m.Placement))
 	}
-	if err := g.layer.writeManifest(ctx, tomb, m.Placement, quorum); err != nil {
-		return err
-	}
-	c.Status(fiber.StatusNoContent)
-	return nil
+	return g.layer.writeManifest(ctx, tomb, m.Placement, quorum)
 }
 
 // bodyErr maps errors met while reading a request body.

@@ -47,6 +47,11 @@ func (g *Gateway) writeError(c *fiber.Ctx, req *request, err error) {
 		c.Set("Retry-After", "1")
 	}
 	c.Status(ae.HTTPStatus)
+	if m := c.Method(); m == fiber.MethodPut || m == fiber.MethodPost {
+		// The body may be unread: closing keeps its rest from being
+		// parsed as the next request on this connection.
+		c.Context().SetConnectionClose()
+	}
 	if req.method == fiber.MethodHead {
 		c.Response().SkipBody = true
 		return

@@ -28,6 +28,7 @@ type Gateway struct {
 	buckets *bucketCache
 	auth    *sigv4.Verifier
 	metrics *metrics
+	events  eventLog // recent events for the status page (events.go)
 }
 
 // New builds a gateway over the given shard servers and membership.
@@ -124,7 +125,9 @@ func (g *Gateway) serve(c *fiber.Ctx) error {
 	if err != nil {
 		g.writeError(c, req, err)
 	}
-	g.metrics.observe(op, c.Response().StatusCode(), time.Since(req.start))
+	status, took := c.Response().StatusCode(), time.Since(req.start)
+	g.metrics.observe(op, status, took)
+	g.logAccess(c, req, op, status, took)
 	return nil
 }
 
@@ -139,6 +142,10 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 		return apiErr("InvalidArgument", "cannot parse query string: "+err.Error())
 	}
 	req.query = q
+	if isUIRequest(c, rawPath, q) { // the status page (ui.go); never a signed S3 request
+		*op = "ui"
+		return g.serveUI(c, rawPath)
+	}
 	if c.Get("Authorization") == "" && !q.Has("X-Amz-Signature") && g.serveOps(c, rawPath, g.cfg.Gatherer) {
 		*op = "ops"
 		return nil
@@ -186,8 +193,16 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 	case fiber.MethodDelete:
 		*op = "DeleteBucket"
 		return g.deleteBucket(c, req)
+	case fiber.MethodPost:
+		if q.Has("delete") {
+			*op = "DeleteObjects"
+			return g.deleteObjects(c, req)
+		}
 	case fiber.MethodGet:
 		switch {
+		case q.Has("uploads"):
+			*op = "ListMultipartUploads"
+			return g.listMultipartUploads(c, req)
 		case q.Has("location"):
 			*op = "GetBucketLocation"
 			return g.bucketLocation(c, req)
@@ -204,9 +219,15 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 }
 
 func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
+	if req.query.Has("uploads") || req.query.Has("uploadId") {
+		return g.routeMultipart(c, req, op)
+	}
 	switch req.method {
 	case fiber.MethodPut:
 		*op = "PutObject"
+		if c.Get("x-amz-copy-source") != "" {
+			*op = "CopyObject"
+		}
 		return g.putObject(c, req)
 	case fiber.MethodGet:
 		*op = "GetObject"
@@ -217,6 +238,30 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 	case fiber.MethodDelete:
 		*op = "DeleteObject"
 		return g.deleteObject(c, req)
+	}
+	return apiErr("MethodNotAllowed", "")
+}
+
+func (g *Gateway) routeMultipart(c *fiber.Ctx, req *request, op *string) error {
+	switch {
+	case req.method == fiber.MethodPost && req.query.Has("uploads"):
+		*op = "CreateMultipartUpload"
+		return g.createMultipartUpload(c, req)
+	case req.method == fiber.MethodPost:
+		*op = "CompleteMultipartUpload"
+		return g.completeMultipartUpload(c, req)
+	case req.method == fiber.MethodPut && c.Get("x-amz-copy-source") != "":
+		*op = "UploadPartCopy"
+		return g.uploadPart(c, req)
+	case req.method == fiber.MethodPut:
+		*op = "UploadPart"
+		return g.uploadPart(c, req)
+	case req.method == fiber.MethodGet:
+		*op = "ListParts"
+		return g.listParts(c, req)
+	case req.method == fiber.MethodDelete:
+		*op = "AbortMultipartUpload"
+		return g.abortMultipartUpload(c, req)
 	}
 	return apiErr("MethodNotAllowed", "")
 }

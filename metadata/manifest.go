@@ -27,6 +27,10 @@ type Manifest struct {
 	Headers      map[string]string `json:"headers,omitempty"`       // Cache-Control, Content-Disposition, ... as sent
 	StorageClass string            `json:"storage_class,omitempty"` // as reported to S3 clients
 	Modified     time.Time         `json:"modified"`
+	// Checksums holds verified x-amz-checksum-* values by algorithm name
+	// ("CRC32C"...), base64 as S3 sends them. A multipart object's are
+	// checksums of its part checksums, suffixed "-N", as S3 reports them.
+	Checksums map[string]string `json:"checksums,omitempty"`
 
 	// Code is the codec name, e.g. "rs-6-3"; CodecFormat the codec.FormatVersion.
 	Code        string `json:"code"`

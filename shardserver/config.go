@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,13 @@ type Config struct {
 	// OrphanSweepInterval is how often shard files are swept for orphans.
 	// Default 1h.
 	OrphanSweepInterval time.Duration
+	// UploadMaxAge is the age after which an incomplete multipart upload
+	// counts as abandoned and is aborted (its parts deleted). Default 7
+	// days, as long as clients reasonably take to finish one.
+	UploadMaxAge time.Duration
+	// UploadSweepInterval is how often abandoned uploads are looked for.
+	// Default 1h.
+	UploadSweepInterval time.Duration
 	// MaxJSONBody caps manifest and bucket request bodies. Default 64 MiB:
 	// a 10,000-part manifest with inline checksums is a few MiB.
 	MaxJSONBody int64
@@ -54,6 +62,11 @@ type Config struct {
 	// Registerer receives the server's metrics. Nil: metrics are kept but
 	// not exported. Never the global default registry implicitly.
 	Registerer prometheus.Registerer
+	// RepairHTTP carries this server's repair calls to peers (PUSH hops,
+	// helper streams, rebuilt-shard stores). Nil: a plain
+	// shardrpc.NewRepairHTTPClient; cmd passes one whose dialer is
+	// rate-limited (--net-limit).
+	RepairHTTP *http.Client
 	// FS is the file system shard files live on. Nil means the OS's; tests
 	// inject faults here. (The pebble DB always uses the OS's.)
 	FS FS
@@ -68,6 +81,8 @@ func DefaultConfig() Config {
 		GCInterval:          5 * time.Second,
 		OrphanAge:           24 * time.Hour,
 		OrphanSweepInterval: time.Hour,
+		UploadMaxAge:        7 * 24 * time.Hour,
+		UploadSweepInterval: time.Hour,
 		MaxJSONBody:         64 << 20,
 	}
 }
@@ -99,6 +114,8 @@ func (c Config) Validate() error {
 		return bad("GCInterval and OrphanSweepInterval must be positive")
 	case c.OrphanAge < time.Minute:
 		return bad("OrphanAge %v is below 1m; it would delete shards of PUTs in flight", c.OrphanAge)
+	case c.UploadMaxAge < time.Second || c.UploadSweepInterval <= 0:
+		return bad("UploadMaxAge must be at least 1s and UploadSweepInterval positive")
 	case c.MaxJSONBody <= 0:
 		return bad("MaxJSONBody must be positive")
 	}

@@ -264,7 +264,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusConflict, shardrpc.CodeCorrupt
 		s.m.checksumFailures.Inc()
 		s.log.Error("shard corrupt", "path", r.URL.Path, "err", err)
-	case errors.Is(err, shardrpc.ErrBadRequest), errors.Is(err, errBody),
+	case errors.Is(err, shardrpc.ErrLeaseHeld):
+		status, code = http.StatusConflict, shardrpc.CodeLeaseHeld
+	case errors.Is(err, shardrpc.ErrBadRequest), errors.Is(err, errBody), errors.Is(err, metadata.ErrInvalidUpload),
 		errors.Is(err, metadata.ErrInvalidManifest), errors.Is(err, metadata.ErrInvalidBucket),
 		errors.Is(err, metadata.ErrInvalidQuery):
 		status, code = http.StatusBadRequest, shardrpc.CodeBadRequest

@@ -23,6 +23,8 @@ type Server struct {
 	shards *shardStore
 	m      *metrics
 	now    func() time.Time // NB: a seam so GC tests need not sleep
+	leases leaseTable
+	rep    *repairState
 
 	handler   http.Handler
 	closeOnce sync.Once
@@ -66,6 +68,10 @@ func New(cfg Config) (*Server, error) {
 		m:      m,
 		now:    time.Now,
 	}
+	if s.rep, err = newRepairState(cfg); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("shardserver: register metrics: %w", err)
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -103,8 +109,19 @@ func (s *Server) routes() http.Handler {
 		{"POST " + shardrpc.PathBuckets, "put_bucket", s.putBucket},
 		{"GET " + shardrpc.PathBuckets, "list_buckets", s.listBuckets},
 		{"GET " + shardrpc.PathStats, "stats", s.stats},
+		{"POST " + shardrpc.PathUploads, "put_upload", s.putUpload},
+		{"GET " + shardrpc.PathUploads, "get_upload", s.getUpload},
+		{"GET " + shardrpc.PathUploadList, "list_uploads", s.listUploads},
+		{"POST " + shardrpc.PathUploadParts, "put_upload_part", s.putUploadPart},
+		{"GET " + shardrpc.PathUploadParts, "list_upload_parts", s.listUploadParts},
+		{"POST " + shardrpc.PathUploadFinish, "finish_upload", s.finishUpload},
+		{"POST " + shardrpc.PathLeases, "acquire_lease", s.acquireLease},
+		{"DELETE " + shardrpc.PathLeases, "release_lease", s.releaseLease},
 	} {
 		api.HandleFunc(r.pattern, s.m.instrument(r.route, r.h))
+	}
+	for _, r := range s.repairRoutes() {
+		api.HandleFunc(r.pattern, s.m.instrument(r.name, r.h))
 	}
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// NB: a JSON code, so a client never mistakes a wrong path for a
@@ -126,12 +143,15 @@ func (s *Server) routes() http.Handler {
 	return root
 }
 
-// Run runs the background loops (GC queue, orphan sweep) until ctx is done.
+// Run runs the background loops (GC queue, orphan sweep, abandoned
+// multipart uploads) until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
 	gc := time.NewTicker(s.cfg.GCInterval)
 	defer gc.Stop()
 	sweep := time.NewTicker(s.cfg.OrphanSweepInterval)
 	defer sweep.Stop()
+	uploads := time.NewTicker(s.cfg.UploadSweepInterval)
+	defer uploads.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,6 +163,10 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-sweep.C:
 			if _, err := s.sweepOrphans(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("orphan sweep", "err", err)
+			}
+		case <-uploads.C:
+			if _, err := s.expireUploads(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("abandoned upload sweep", "err", err)
 			}
 		}
 	}

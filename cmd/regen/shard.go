@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/netlimit"
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/shardserver"
 )
 
@@ -25,6 +27,9 @@ type shardFlags struct {
 	join                                           listFlag
 	secret, zone, replaces                         string
 	logFormat, logLevel, profile                   string
+	uploadMaxAge, uploadSweep                      time.Duration
+	repair                                         repairFlags
+	netLimit                                       string
 }
 
 func (f *shardFlags) register(fs *flag.FlagSet) {
@@ -40,7 +45,12 @@ func (f *shardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.replaces, "replaces", env("REGEN_REPLACES", ""), "node ID of a dead server this new one replaces (REGEN_REPLACES)")
 	fs.StringVar(&f.logFormat, "log-format", env("REGEN_LOG_FORMAT", "text"), "log format: text or json (REGEN_LOG_FORMAT)")
 	fs.StringVar(&f.logLevel, "log-level", env("REGEN_LOG_LEVEL", "info"), "log level (REGEN_LOG_LEVEL)")
+	f.repair.register(fs)
 	fs.StringVar(&f.profile, "gossip-profile", env("REGEN_GOSSIP_PROFILE", "lan"), "gossip timing: lan, or local for one machine (REGEN_GOSSIP_PROFILE)")
+	fs.StringVar(&f.netLimit, "net-limit", env("REGEN_NET_LIMIT", "0"), "cap shard traffic per direction, e.g. 125MB for 1 Gb/s; emulates a NIC (not switch incast) when many servers share one machine; 0 = unlimited (REGEN_NET_LIMIT)")
+	def := shardserver.DefaultConfig()
+	fs.DurationVar(&f.uploadMaxAge, "upload-max-age", envDuration("REGEN_UPLOAD_MAX_AGE", def.UploadMaxAge), "abort incomplete multipart uploads older than this (REGEN_UPLOAD_MAX_AGE)")
+	fs.DurationVar(&f.uploadSweep, "upload-sweep-interval", envDuration("REGEN_UPLOAD_SWEEP_INTERVAL", def.UploadSweepInterval), "how often abandoned multipart uploads are looked for (REGEN_UPLOAD_SWEEP_INTERVAL)")
 }
 
 func runShard(ctx context.Context, args []string, stdout io.Writer) error {
@@ -71,6 +81,15 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg := shardserver.DefaultConfig()
 	cfg.DataDir, cfg.Secret, cfg.NodeID = f.data, f.secret, id
 	cfg.Logger, cfg.Registerer = log, reg
+	cfg.UploadMaxAge, cfg.UploadSweepInterval = f.uploadMaxAge, f.uploadSweep
+	rateLimit, err := netlimit.ParseRate(f.netLimit)
+	if err != nil {
+		return usageErrorf("--net-limit: %v", err)
+	}
+	// NB: one limiter for the listener and the peer dialer: the cap is the
+	// server's, like a NIC's, whichever side opened the connection.
+	limiter := netlimit.New(rateLimit)
+	cfg.RepairHTTP = shardrpc.NewRepairHTTPClient(limiter.Dialer((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext))
 	srv, err := shardserver.New(cfg)
 	if err != nil {
 		return err
@@ -99,14 +118,21 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(node.Collector())
 
+	worker, err := f.repair.worker(id, log, reg, srv.Store(), node, f.secret)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle(shardrpc.PathRepairStatus, requireSecret(f.secret, worker.Handler()))
 	mux.Handle("/", srv.Handler())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(limiter.Listener(ln)) }()
 	go func() { errc <- srv.Run(ctx) }()
+	go func() { errc <- worker.Run(ctx) }()
 	log.Info("shard server up", "http", httpAddr, "gossip", node.GossipAddr(), "data", absPath(f.data))
 	fmt.Fprintf(stdout, "shard %s serving on %s\n", id, httpAddr)
 

@@ -216,6 +216,8 @@ func (e *RemoteError) Unwrap() error {
 		return ErrUnauthorized
 	case CodeBadRequest:
 		return ErrBadRequest
+	case CodeLeaseHeld:
+		return ErrLeaseHeld
 	}
 	return nil
 }

@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// copySource parses x-amz-copy-source: "bucket/key" or "/bucket/key",
+// URL-encoded, optionally with "?versionId=" (only the current version
+// exists here, so a version ID is refused).
+func copySource(c *fiber.Ctx) (bucket, key string, err error) {
+	raw := c.Get("x-amz-copy-source")
+	raw, query, _ := strings.Cut(raw, "?")
+	if query != "" {
+		q, _ := url.ParseQuery(query)
+		if v := q.Get("versionId"); v != "" && v != "null" {
+			return "", "", apiErr("NotImplemented", "regen keeps no object versions; copy the current version without versionId")
+		}
+	}
+	raw, err = url.PathUnescape(strings.TrimPrefix(raw, "/"))
+	if err != nil {
+		return "", "", apiErr("InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+	}
+	bucket, key, ok := strings.Cut(raw, "/")
+	if !ok || bucket == "" || key == "" {
+		return "", "", apiErr("InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+	}
+	return bucket, key, nil
+}
+
+// readSource resolves the copy source and applies the
+// x-amz-copy-source-if-* preconditions.
+func (g *Gateway) readSource(ctx context.Context, c *fiber.Ctx) (*metadata.Manifest, error) {
+	bucket, key, err := copySource(c)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := g.layer.bucket(ctx, g.buckets, bucket); err != nil {
+		return nil, bucketErr(err)
+	}
+	src, err := g.layer.readManifest(ctx, bucket, key)
+	if errors.Is(err, errNotFound) {
+		return nil, apiErr("NoSuchKey", "The specified key does not exist.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return src, copyConditions(c, src)
+}
+
+// copyConditions applies x-amz-copy-source-if-(none-)match and
+// -if-(un)modified-since; any failure is 412, as S3 answers for copies.
+func copyConditions(c *fiber.Ctx, m *metadata.Manifest) error {
+	failed := apiErr("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+	matches := func(list string) bool {
+		for _, t := range strings.Split(list, ",") {
+			t = strings.Trim(strings.TrimSpace(t), `"`)
+			if t == "*" || t == m.ETag {
+				return true
+			}
+		}
+		return false
+	}
+	mod := m.Modified.Truncate(time.Second)
+	im, inm := c.Get("x-amz-copy-source-if-match"), c.Get("x-amz-copy-source-if-none-match")
+	if im != "" && !matches(im) || inm != "" && matches(inm) {
+		return failed
+	}
+	if t, err := http.ParseTime(c.Get("x-amz-copy-source-if-unmodified-since")); err == nil && im == "" && mod.After(t) {
+		return failed
+	}
+	if t, err := http.ParseTime(c.Get("x-amz-copy-source-if-modified-since")); err == nil && inm == "" && !mod.After(t) {
+		return failed
+	}
+	return nil
+}
+
+// openObject streams bytes [off, off+length) of the object m describes.
+// Reading stops the background fetch when the reader is closed.
+func (g *Gateway) openObject(m *metadata.Manifest, off, length int64) (io.ReadCloser, error) {
+	if m.Inline != nil || m.Size == 0 {
+		return io.NopCloser(bytes.NewReader(m.Inline[off : off+length])), nil
+	}
+	code, err := g.layer.code(m.Code)
+	if err != nil {
+		return nil, fmt.Errorf("object %s/%s has unknown code: %w", m.Bucket, m.Key, err)
+	}
+	targets := g.layer.targets(m.Placement)
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		pw.CloseWithError(g.readParts(ctx, m, code, targets, off, length, pw))
+	}()
+	return &closingReader{PipeReader: pr, cancel: cancel}, nil
+}
+
+func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
+	if len(req.key) > maxKeyLen {
+		return apiErr("KeyTooLongError", "Your key is too long")
+	}
+	cond := writeCondOf(c)
+	if err := cond.validate(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := g.readSource(ctx, c)
+	if err != nil {
+		return err
+	}
+	m := &metadata.Manifest{Bucket: req.bucket, Key: req.key, StorageClass: c.Get("x-amz-storage-class")}
+	switch strings.ToUpper(c.Get("x-amz-metadata-directive")) {
+	case "", "COPY":
+		if src.Bucket == req.bucket && src.Key == req.key && m.StorageClass == "" {
+			return apiErr("InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+		}
+		m.ContentType, m.UserMeta, m.Headers = src.ContentType, src.UserMeta, src.Headers
+	case "REPLACE":
+		if m.UserMeta, err = userMeta(c); err != nil {
+			return err
+		}
+		m.ContentType, m.Headers = c.Get("Content-Type"), storedHeaderValues(c)
+	default:
+		return apiErr("InvalidArgument", "Unknown metadata directive.")
+	}
+	if m.StorageClass == "" {
+		m.StorageClass = src.StorageClass
+	}
+	code, err := g.prepareManifest(ctx, m)
+	if err != nil {
+		return err
+	}
+	if err := g.precheck(ctx, m.Bucket, m.Key, cond); err != nil {
+		return err
+	}
+	body, err := g.openObject(src, 0, src.Size)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	if err := g.storeObject(ctx, m, code, body, src.Size, nil, cond); err != nil {
+		return err
+	}
+	return sendXML(c, fiber.StatusOK, CopyObjectResult{ETag: `"` + m.ETag + `"`, LastModified: ts(m.Modified)})
+}
+
+func (g *Gateway) uploadPartCopy(c *fiber.Ctx, req *request, num int) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, err := g.openUpload(ctx, req)
+	if err != nil {
+		return err
+	}
+	src, err := g.readSource(ctx, c)
+	if err != nil {
+		return err
+	}
+	off, length := int64(0), src.Size
+	if h := c.Get("x-amz-copy-source-range"); h != "" {
+		rng, err := parseCopyRange(h, src.Size)
+		if err != nil {
+			return err
+		}
+		off, length = rng.start, rng.length
+	}
+	if length > maxPartSize {
+		return apiErr("EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.")
+	}
+	body, err := g.openObject(src, off, length)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	p, err := g.writePart(ctx, u, num, body, length, nil)
+	if err != nil {
+		return err
+	}
+	return sendXML(c, fiber.StatusOK, CopyPartResult{ETag: `"` + p.ETag + `"`, LastModified: ts(p.Modified)})
+}
+
+// parseCopyRange reads x-amz-copy-source-range, which, unlike Range, must
+// be an explicit "bytes=first-last" inside the source.
+func parseCopyRange(h string, size int64) (*byteRange, error) {
+	var first, last int64
+	if _, err := fmt.Sscanf(h, "bytes=%d-%d", &first, &last); err != nil || first < 0 || last < first {
+		return nil, apiErr("InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+	}
+	if last >= size {
+		return nil, apiErr("InvalidRange", "The requested range is not satisfiable")
+	}
+	return &byteRange{start: first, length: last - first + 1}, nil
+}
