@@ -28,7 +28,6 @@ type Gateway struct {
 	buckets *bucketCache
 	auth    *sigv4.Verifier
 	metrics *metrics
-	events  eventLog // recent events for the status page (events.go)
 }
 
 // New builds a gateway over the given shard servers and membership.
@@ -125,9 +124,7 @@ func (g *Gateway) serve(c *fiber.Ctx) error {
 	if err != nil {
 		g.writeError(c, req, err)
 	}
-	status, took := c.Response().StatusCode(), time.Since(req.start)
-	g.metrics.observe(op, status, took)
-	g.logAccess(c, req, op, status, took)
+	g.metrics.observe(op, c.Response().StatusCode(), time.Since(req.start))
 	return nil
 }
 
@@ -142,10 +139,6 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 		return apiErr("InvalidArgument", "cannot parse query string: "+err.Error())
 	}
 	req.query = q
-	if isUIRequest(c, rawPath, q) { // the status page (ui.go); never a signed S3 request
-		*op = "ui"
-		return g.serveUI(c, rawPath)
-	}
 	if c.Get("Authorization") == "" && !q.Has("X-Amz-Signature") && g.serveOps(c, rawPath, g.cfg.Gatherer) {
 		*op = "ops"
 		return nil

@@ -47,6 +47,8 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	gf.register(fs)
 	data := fs.String("data", env("REGEN_DATA", "./data"), "data directory of the whole dev cluster (REGEN_DATA)")
 	shards := fs.Int("shards", envInt("REGEN_SHARDS", 12), "number of shard servers (REGEN_SHARDS)")
+	var rf repairFlags
+	rf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,6 +63,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	if !setByUser["gossip-profile"] && os.Getenv("REGEN_GOSSIP_PROFILE") == "" {
 		gf.profile = "local" // one machine: detect failures in seconds
 	}
+	rf.devDefaults(setByUser)
 	if gf.secret == "" {
 		var b [16]byte
 		rand.Read(b[:])
@@ -151,6 +154,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		cmd := exec.Command(self, "shard", "--data", dir, "--listen", httpAddr, "--gossip", gossipAddr,
 			"--join", gf.gossip, "--gossip-profile", gf.profile, "--log-format", gf.logFormat, "--log-level", gf.logLevel)
+		cmd.Args = append(cmd.Args, rf.args()...)
 		cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+gf.secret)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		// Children die with the dev process, however it ends.

@@ -1,0 +1,84 @@
+package shardrpc
+
+import (
+	"context"
+	"net/http"
+)
+
+// PathRepairStatus answers GET with the RepairStatus of a shard server's
+// repair worker.
+const PathRepairStatus = "/v1/repair/status"
+
+// RepairStatus is one shard server's view of redundancy and repair. Each
+// stripe group is counted by exactly one server, its coordinator (the
+// first live server of its placement), so a cluster total is the sum over
+// servers.
+type RepairStatus struct {
+	NodeID  string        `json:"node_id"`
+	Stripes StripeCounts  `json:"stripes"`
+	Repair  RepairCounts  `json:"repair"`
+	Scrub   ScrubCounts   `json:"scrub"`
+	Batch   *RepairBatch  `json:"batch,omitempty"`
+	Last    *RepairBatch  `json:"last,omitempty"`
+	Recent  []RepairEvent `json:"recent,omitempty"`
+}
+
+// StripeCounts count the stripe groups a server coordinates.
+type StripeCounts struct {
+	Total int64 `json:"total"`
+	// Degraded groups miss at least one shard (down or lost server).
+	Degraded int64 `json:"degraded"`
+	// LostShards counts missing shards over the degraded groups.
+	LostShards int64 `json:"lost_shards"`
+	// Waiting groups have lost shards but no server that may take them.
+	Waiting int64 `json:"waiting"`
+}
+
+// RepairCounts count repair jobs (one per object version) since start.
+type RepairCounts struct {
+	Queued     int64            `json:"queued"`
+	Running    int64            `json:"running"`
+	Done       int64            `json:"done"`
+	Failed     int64            `json:"failed"`
+	BytesMoved int64            `json:"bytes_moved"`
+	ByMethod   map[string]int64 `json:"by_method"`
+	// Remaining is the predicted time, in seconds, to finish what is
+	// queued and running with this server's worker pool.
+	Remaining float64 `json:"remaining_seconds"`
+}
+
+// ScrubCounts count the scrubber's work since start.
+type ScrubCounts struct {
+	Shards  int64 `json:"shards"`
+	Bytes   int64 `json:"bytes"`
+	Corrupt int64 `json:"corrupt"`
+	Missing int64 `json:"missing"`
+}
+
+// RepairBatch is one period of continuous repair work on a server: from
+// the first job queued while idle to the moment nothing is left.
+type RepairBatch struct {
+	Start     string  `json:"start"` // RFC 3339
+	Jobs      int64   `json:"jobs"`
+	Elapsed   float64 `json:"elapsed_seconds"`
+	Predicted float64 `json:"predicted_seconds"`
+	Bytes     int64   `json:"bytes"`
+}
+
+// RepairEvent is one finished repair, for operators watching.
+type RepairEvent struct {
+	Object    string  `json:"object"`
+	Method    string  `json:"method"`
+	Lost      []int   `json:"lost"`
+	Predicted float64 `json:"predicted_seconds"`
+	Seconds   float64 `json:"seconds"`
+	Bytes     int64   `json:"bytes"`
+	Err       string  `json:"error,omitempty"`
+}
+
+// RepairStatus returns the repair worker status of the server at addr.
+func (c *Client) RepairStatus(ctx context.Context, addr string) (RepairStatus, error) {
+	var st RepairStatus
+	err := c.call(ctx, addr, "repair status", http.MethodGet, PathRepairStatus, nil, nil, &st)
+	return st, err
+}

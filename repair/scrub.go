@@ -1,0 +1,141 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// The scrubber reads every shard this server holds, at ScrubRate, through
+// its own shard API (so the server checks every block checksum) and
+// compares the whole file's CRC-32C with the manifest. A missing, corrupt
+// or mismatching shard is rebuilt in place by this server: nobody else
+// holds that shard, so no coordination is needed, and the placement does
+// not change.
+
+func (w *Worker) runScrub(ctx context.Context) {
+	lim := rate.NewLimiter(rate.Limit(w.cfg.ScrubRate), int(max(w.cfg.ScrubRate, 1<<20)))
+	for ctx.Err() == nil {
+		start := w.now()
+		if err := w.scrubPass(ctx, lim); err != nil && ctx.Err() == nil {
+			w.log.Error("scrub", "err", err)
+		}
+		// A pass over an (almost) empty server must not spin.
+		select {
+		case <-ctx.Done():
+		case <-time.After(max(time.Second, w.cfg.ScanInterval-w.now().Sub(start))):
+		}
+	}
+}
+
+func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) error {
+	var mine []*metadata.Manifest
+	if err := w.eachManifest(ctx, func(m *metadata.Manifest) error {
+		if slices.Contains(m.Placement, w.cfg.NodeID) {
+			mine = append(mine, m)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, m := range mine {
+		if err := w.scrubOne(ctx, lim, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scrubOne verifies this server's shards of m and queues their rebuild
+// when they are bad.
+func (w *Worker) scrubOne(ctx context.Context, lim *rate.Limiter, m *metadata.Manifest) error {
+	v := w.view()
+	self := v.nodes[w.cfg.NodeID]
+	if self.Addr == "" {
+		return nil
+	}
+	idx := slices.Index(m.Placement, w.cfg.NodeID)
+	for _, p := range m.Parts {
+		bad, err := w.scrubShard(ctx, lim, self.Addr, p.ID, idx, p.ShardCRC[idx])
+		if err != nil {
+			return err
+		}
+		if !bad {
+			continue
+		}
+		// The manifest may have changed since the pass started (an
+		// overwrite's GC removes the old shard): only a current one counts.
+		cur, err := w.store.GetManifest(ctx, m.Bucket, m.Key)
+		if err != nil || cur.Version != m.Version {
+			return nil
+		}
+		w.m.scrubCorrupt.Inc()
+		w.log.Warn("scrub: bad shard, rebuilding in place", "object", m.Bucket+"/"+m.Key, "file", p.ID, "idx", idx)
+		w.enqueue(&job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: []int{idx}, inPlace: true, prio: 1})
+		return nil
+	}
+	return nil
+}
+
+// scrubShard reads one shard and reports whether it is missing or bad.
+// Errors are returned only when the scrub itself should stop.
+func (w *Worker) scrubShard(ctx context.Context, lim *rate.Limiter, addr, fileID string, idx int, want uint32) (bool, error) {
+	rc, err := w.shards.GetShard(ctx, addr, fileID, idx, 0, -1)
+	if errors.Is(err, shardrpc.ErrCorrupt) {
+		w.mu.Lock()
+		w.scrub.Corrupt++
+		w.mu.Unlock()
+		return true, nil
+	}
+	if errors.Is(err, shardrpc.ErrNotFound) {
+		w.mu.Lock()
+		w.scrub.Missing++
+		w.mu.Unlock()
+		return true, nil
+	}
+	if err != nil {
+		return false, ctx.Err()
+	}
+	defer rc.Close()
+	crc, n, err := crcOf(&limitedReader{ctx: ctx, r: rc, lim: lim})
+	w.m.scrubBytes.Add(float64(n))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.scrub.Shards++
+	w.scrub.Bytes += n
+	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errors.Is(err, shardrpc.ErrCorrupt) || (err == nil && crc != want):
+		w.scrub.Corrupt++
+		return true, nil
+	}
+	return false, nil
+}
+
+// limitedReader paces reads by a rate limiter.
+type limitedReader struct {
+	ctx context.Context
+	r   io.Reader
+	lim *rate.Limiter
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if len(p) > l.lim.Burst() {
+		p = p[:l.lim.Burst()]
+	}
+	n, err := l.r.Read(p)
+	if n > 0 {
+		if werr := l.lim.WaitN(l.ctx, n); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
+}

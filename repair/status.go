@@ -1,0 +1,112 @@
+package repair
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+)
+
+// MetricsRegisterer is where the worker registers its collectors
+// (a prometheus.Registerer).
+type MetricsRegisterer = prometheus.Registerer
+
+type metrics struct {
+	stripesTotal, stripesDegraded, lostShards, waiting prometheus.Gauge
+	queued, running                                    prometheus.Gauge
+	doneC                                              *prometheus.CounterVec
+	failed                                             prometheus.Counter
+	bytes                                              prometheus.Counter
+	decisions                                          *prometheus.CounterVec
+	scrubBytes, scrubCorrupt                           prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "regen", Subsystem: "repair", Name: name, Help: help})
+	}
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "regen", Subsystem: "repair", Name: name, Help: help})
+	}
+	m := &metrics{
+		stripesTotal:    g("stripes", "Stripe groups this server coordinates."),
+		stripesDegraded: g("stripes_degraded", "Coordinated stripe groups missing shards."),
+		lostShards:      g("lost_shards", "Missing shards over the degraded stripe groups."),
+		waiting:         g("stripes_waiting", "Degraded stripe groups waiting for a server to rebuild onto."),
+		queued:          g("queued", "Repair jobs queued."),
+		running:         g("running", "Repair jobs running."),
+		doneC: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "regen", Subsystem: "repair", Name: "done_total",
+			Help: "Repair jobs finished, by method."}, []string{"method"}),
+		failed: c("failed_total", "Repair jobs that failed after all retries."),
+		bytes:  c("bytes_moved_total", "Bytes moved between servers by repairs."),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "regen", Subsystem: "repair", Name: "decisions_total",
+			Help: "Planner decisions, by method (or waiting)."}, []string{"method"}),
+		scrubBytes:   c("scrub_bytes_total", "Shard bytes read and verified by the scrubber."),
+		scrubCorrupt: c("scrub_corrupt_total", "Corrupt or missing shards the scrubber found."),
+	}
+	if reg != nil {
+		for _, col := range []prometheus.Collector{m.stripesTotal, m.stripesDegraded, m.lostShards, m.waiting, m.queued,
+			m.running, m.doneC, m.failed, m.bytes, m.decisions, m.scrubBytes, m.scrubCorrupt} {
+			if err := reg.Register(col); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) stripes(c shardrpc.StripeCounts) {
+	m.stripesTotal.Set(float64(c.Total))
+	m.stripesDegraded.Set(float64(c.Degraded))
+	m.lostShards.Set(float64(c.LostShards))
+	m.waiting.Set(float64(c.Waiting))
+}
+
+func (m *metrics) done(r Result) {
+	m.doneC.WithLabelValues(string(r.Method)).Inc()
+	m.bytes.Add(float64(r.BytesMoved))
+}
+
+func (m *metrics) decision(method string) { m.decisions.WithLabelValues(method).Inc() }
+
+// Status returns the worker's counts.
+func (w *Worker) Status() shardrpc.RepairStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := shardrpc.RepairStatus{NodeID: w.cfg.NodeID, Stripes: w.stripes, Repair: w.counts, Scrub: w.scrub}
+	st.Repair.ByMethod = map[string]int64{}
+	for k, v := range w.counts.ByMethod {
+		st.Repair.ByMethod[k] = v
+	}
+	remaining := 0.0
+	for _, j := range w.queue {
+		remaining += j.predicted
+	}
+	st.Repair.Remaining = remaining / float64(w.cfg.Workers)
+	if w.batch != nil {
+		b := *w.batch
+		b.Elapsed = w.now().Sub(w.batchT0).Seconds()
+		st.Batch = &b
+	}
+	if w.last != nil {
+		b := *w.last
+		st.Last = &b
+	}
+	st.Recent = append(st.Recent, w.recent...)
+	return st
+}
+
+// Handler serves GET shardrpc.PathRepairStatus. The caller checks the
+// cluster secret.
+func (w *Worker) Handler() http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			shardrpc.WriteError(rw, http.StatusMethodNotAllowed, shardrpc.CodeBadRequest, "GET only")
+			return
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(w.Status())
+	})
+}

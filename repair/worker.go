@@ -1,0 +1,593 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Config configures a Worker.
+type Config struct {
+	// NodeID is this shard server's node ID.
+	NodeID string
+	// Grace is how long a server must be dead before its shards count as
+	// lost and are rebuilt elsewhere. Long enough to ride out a reboot or
+	// a deploy; a server back within it keeps its shards.
+	Grace time.Duration
+	// Workers is how many repair jobs run at once on this server.
+	Workers int
+	// Rate caps repair traffic over the whole cluster, bytes per second
+	// (0: unlimited). Each server takes its share (Rate / live servers):
+	// every server coordinates about that share of the stripes.
+	Rate int64
+	// ScrubRate is how many bytes per second the scrubber reads from this
+	// server's shards to verify them (0: no scrubbing).
+	ScrubRate int64
+	// ScanInterval is how often the local manifests are walked for
+	// affected stripe groups.
+	ScanInterval time.Duration
+	// Method forces a method family: "auto" (choose by predicted time),
+	// "core", "push" or "pull".
+	Method string
+	// Retries and Backoff: a failed job is retried (re-planned with the
+	// membership of the moment) after Backoff, doubling, at most Retries
+	// times; then it waits for the next scan.
+	Retries int
+	Backoff time.Duration
+	// Model holds the cost model's constants; measured rates replace its
+	// defaults as repairs run.
+	Model  CostModel
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns production defaults.
+func DefaultConfig() Config {
+	return Config{
+		Grace:        10 * time.Minute, // a reboot or rolling deploy, not a dead disk
+		Workers:      4,                // per server; all servers repair at once
+		Rate:         0,                // unlimited: repair as fast as the cluster allows
+		ScrubRate:    8 << 20,          // 8 MiB/s: a 10 TB server every ~2 weeks
+		ScanInterval: 30 * time.Second,
+		Method:       Auto,
+		Retries:      5,
+		Backoff:      time.Second,
+		Model:        DefaultCostModel(),
+	}
+}
+
+// Validate checks the config.
+func (c *Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return errors.New("repair: config needs the node ID")
+	case c.Grace < 0:
+		return fmt.Errorf("repair: grace %s is negative", c.Grace)
+	case c.Workers < 1:
+		return fmt.Errorf("repair: %d workers, want at least 1", c.Workers)
+	case c.Rate < 0 || c.ScrubRate < 0:
+		return errors.New("repair: rates must not be negative")
+	case c.ScanInterval <= 0:
+		return fmt.Errorf("repair: scan interval %s must be positive", c.ScanInterval)
+	}
+	switch c.Method {
+	case "", Auto, "core", "push", "pull":
+	default:
+		return fmt.Errorf("repair: method %q, want auto, core, push or pull", c.Method)
+	}
+	return nil
+}
+
+// Store is the local metadata store (*metadata.Store).
+type Store interface {
+	ListBuckets(ctx context.Context) ([]metadata.Bucket, error)
+	List(ctx context.Context, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
+	GetManifest(ctx context.Context, bucket, key string) (*metadata.Manifest, error)
+}
+
+// Membership is the gossip view (*cluster.Node).
+type Membership interface {
+	Members() []cluster.Member
+}
+
+// Shards is the shard-server client (*shardrpc.Client).
+type Shards interface {
+	PutShard(ctx context.Context, addr, fileID string, idx int, body io.Reader) (shardrpc.ShardInfo, error)
+	GetShard(ctx context.Context, addr, fileID string, idx int, off, length int64) (io.ReadCloser, error)
+	StatShard(ctx context.Context, addr, fileID string, idx int) (shardrpc.ShardInfo, error)
+	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
+	PutManifest(ctx context.Context, addr string, m *metadata.Manifest) (bool, metadata.Version, error)
+}
+
+// executor rebuilds the lost shards of a task onto its destinations,
+// durable and verified against the task's CRCs.
+type executor interface {
+	Run(ctx context.Context, t Task) (Result, error)
+}
+
+// Worker finds the stripe groups this server coordinates that lost shards,
+// plans and runs their repair and switches their manifests.
+type Worker struct {
+	cfg    Config
+	log    *slog.Logger
+	store  Store
+	nodes  Membership
+	shards Shards
+	exec   executor
+	// allowed are the methods exec can run (nil: all).
+	allowed []Method
+	started time.Time
+	now     func() time.Time
+	limit   *rate.Limiter
+	m       *metrics
+
+	mu       sync.Mutex
+	queue    []*job
+	inflight map[string]bool // manifest refs queued or running
+	load     map[string]int  // node -> running task involvement
+	rates    map[string]Rates
+	stripes  shardrpc.StripeCounts
+	counts   shardrpc.RepairCounts
+	scrub    shardrpc.ScrubCounts
+	batch    *shardrpc.RepairBatch
+	batchT0  time.Time
+	last     *shardrpc.RepairBatch
+	recent   []shardrpc.RepairEvent
+	waiting  map[string]bool
+	calib    map[Method]float64 // EWMA of actual/predicted seconds
+	prevLive map[string]bool
+	wake     chan struct{}
+	sync     chan struct{}
+}
+
+// job is the repair of one object version: every part, same destinations,
+// one manifest switch.
+type job struct {
+	bucket, key string
+	version     metadata.Version
+	lost        []int
+	inPlace     bool // rebuild onto the same server (corrupt or missing shard)
+	prio        int  // missing shards; most endangered first
+	predicted   float64
+	attempt     int
+	notBefore   time.Time
+}
+
+func (j *job) ref() string { return j.bucket + "/" + j.key }
+
+// Options are the optional parts of a Worker.
+type Options struct {
+	// Executor runs tasks; nil means the built-in PULL executor.
+	Executor executor
+	// Methods the executor runs; nil means all (ignored for the built-in
+	// executor, which only pulls).
+	Methods []Method
+	// Metrics, if set, receives the worker's Prometheus collectors.
+	Metrics MetricsRegisterer
+}
+
+// New returns a worker; Run starts it.
+func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Method == "" {
+		cfg.Method = Auto
+	}
+	if cfg.Model == (CostModel{}) {
+		cfg.Model = DefaultCostModel()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Worker{
+		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
+		exec: opt.Executor, allowed: opt.Methods,
+		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
+		waiting: map[string]bool{}, calib: map[Method]float64{}, prevLive: map[string]bool{},
+		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
+		counts: shardrpc.RepairCounts{ByMethod: map[string]int64{}},
+	}
+	if w.exec == nil {
+		w.exec = &pullExecutor{shards: shards, w: w}
+		w.allowed = []Method{PullRep}
+	}
+	w.limit = rate.NewLimiter(rate.Inf, 1<<20)
+	m, err := newMetrics(opt.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	w.m = m
+	w.started = w.now()
+	return w, nil
+}
+
+// Run scans, repairs and scrubs until ctx ends.
+func (w *Worker) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range w.cfg.Workers {
+		wg.Go(func() { w.runJobs(ctx) })
+	}
+	wg.Go(func() { w.runSync(ctx) })
+	if w.cfg.ScrubRate > 0 {
+		wg.Go(func() { w.runScrub(ctx) })
+	}
+	w.kickSync()
+	tick := time.NewTicker(w.cfg.ScanInterval)
+	defer tick.Stop()
+	for {
+		if err := w.scan(ctx); err != nil && ctx.Err() == nil {
+			w.log.Error("repair scan", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// nodeView is the membership as one scan sees it.
+type nodeView struct {
+	self  string
+	nodes map[string]NodeInfo
+	since map[string]time.Time // down since, for nodes not live
+	// replaced: dead nodes a live server was started to replace; their
+	// shards are lost at once, without waiting for the grace period.
+	replaced map[string]bool
+}
+
+func (w *Worker) view() nodeView {
+	v := nodeView{self: w.cfg.NodeID, nodes: map[string]NodeInfo{}, since: map[string]time.Time{}, replaced: map[string]bool{}}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range w.nodes.Members() {
+		if m.Role != cluster.RoleShard {
+			continue
+		}
+		ni := NodeInfo{ID: m.ID, Addr: m.HTTP, Live: m.Alive(), Suspect: m.State == cluster.StateSuspect,
+			Replaces: m.Replaces, Zone: m.Zone, Rates: w.rates[m.ID], Load: Load(w.load[m.ID])}
+		v.nodes[m.ID] = ni
+		if !ni.Live {
+			v.since[m.ID] = m.Since
+		}
+		if ni.Live && m.Replaces != "" {
+			v.replaced[m.Replaces] = true
+		}
+	}
+	return v
+}
+
+// down reports whether node id is not live, and lost whether its shards
+// count as lost: dead for longer than the grace period (or never seen
+// since this worker started that long ago), or replaced.
+func (w *Worker) status(v nodeView, id string) (down, lost bool) {
+	ni, ok := v.nodes[id]
+	if ok && ni.Live {
+		return false, false
+	}
+	if v.replaced[id] {
+		return true, true
+	}
+	since := w.started
+	if ok {
+		since = v.since[id]
+	}
+	return true, w.now().Sub(since) >= w.cfg.Grace
+}
+
+// coordinator returns the first live server of a placement.
+func coordinator(v nodeView, pl []string) string {
+	for _, id := range pl {
+		if v.nodes[id].Live {
+			return id
+		}
+	}
+	return ""
+}
+
+// eachManifest calls fn for every live, erasure-coded manifest in the
+// local store.
+func (w *Worker) eachManifest(ctx context.Context, fn func(*metadata.Manifest) error) error {
+	buckets, err := w.store.ListBuckets(ctx)
+	if err != nil {
+		return fmt.Errorf("repair: list buckets: %w", err)
+	}
+	for _, b := range buckets {
+		q := metadata.ListQuery{Bucket: b.Name, Limit: metadata.MaxListLimit}
+		for {
+			entries, more, err := w.store.List(ctx, q)
+			if err != nil {
+				return fmt.Errorf("repair: list %s: %w", b.Name, err)
+			}
+			for _, e := range entries {
+				if e.Key == "" || e.Deleted {
+					continue
+				}
+				m, err := w.store.GetManifest(ctx, b.Name, e.Key)
+				if errors.Is(err, metadata.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if m.Deleted || len(m.Parts) == 0 {
+					continue
+				}
+				if err := fn(m); err != nil {
+					return err
+				}
+			}
+			if !more || len(entries) == 0 {
+				break
+			}
+			q.After = entries[len(entries)-1].Key
+		}
+	}
+	return nil
+}
+
+// scan walks the local manifests, counts the stripe groups this server
+// coordinates and queues the repair of those with lost shards.
+func (w *Worker) scan(ctx context.Context) error {
+	v := w.view()
+	w.noteReturns(v)
+	live := 0
+	for _, ni := range v.nodes {
+		if ni.Live {
+			live++
+		}
+	}
+	if w.cfg.Rate > 0 && live > 0 {
+		share := float64(w.cfg.Rate) / float64(live)
+		w.limit.SetLimit(rate.Limit(share))
+		w.limit.SetBurst(max(int(share), 1<<20))
+	}
+	var counts shardrpc.StripeCounts
+	var found []*job
+	err := w.eachManifest(ctx, func(m *metadata.Manifest) error {
+		if coordinator(v, m.Placement) != v.self {
+			return nil
+		}
+		parts := int64(len(m.Parts))
+		counts.Total += parts
+		var downs, lost []int
+		for i, id := range m.Placement {
+			d, l := w.status(v, id)
+			if d {
+				downs = append(downs, i)
+			}
+			if l {
+				lost = append(lost, i)
+			}
+		}
+		if len(downs) == 0 {
+			return nil
+		}
+		counts.Degraded += parts
+		counts.LostShards += parts * int64(len(downs))
+		if len(lost) > 0 {
+			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs)}
+			if w.isWaiting(j.ref()) {
+				counts.Waiting += parts
+			}
+			found = append(found, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.stripes = counts
+	w.mu.Unlock()
+	w.m.stripes(counts)
+	for _, j := range found {
+		w.enqueue(j)
+	}
+	return nil
+}
+
+// noteReturns starts a manifest sync when a server came back: it (or
+// this one, after a partition) may hold manifests the other missed.
+func (w *Worker) noteReturns(v nodeView) {
+	w.mu.Lock()
+	back := false
+	for id, ni := range v.nodes {
+		if ni.Live && len(w.prevLive) > 0 && !w.prevLive[id] {
+			back = true
+		}
+	}
+	w.prevLive = map[string]bool{}
+	for id, ni := range v.nodes {
+		w.prevLive[id] = ni.Live
+	}
+	w.mu.Unlock()
+	if back {
+		w.kickSync()
+	}
+}
+
+func (w *Worker) isWaiting(ref string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waiting[ref]
+}
+
+// enqueue adds j unless its object is already queued or running.
+func (w *Worker) enqueue(j *job) bool {
+	w.mu.Lock()
+	busy := w.inflight[j.ref()]
+	w.mu.Unlock()
+	if busy {
+		return false
+	}
+	if j.predicted == 0 {
+		j.predicted = w.estimate(j)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inflight[j.ref()] {
+		return false
+	}
+	w.inflight[j.ref()] = true
+	w.queue = append(w.queue, j)
+	w.counts.Queued++
+	if w.batch == nil {
+		w.batchT0 = w.now()
+		w.batch = &shardrpc.RepairBatch{Start: w.batchT0.UTC().Format(time.RFC3339Nano)}
+	}
+	w.batch.Jobs++
+	w.batch.Predicted += j.predicted / float64(w.cfg.Workers)
+	w.m.queued.Set(float64(w.counts.Queued))
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// pop takes the most endangered ready job.
+func (w *Worker) pop() *job {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now()
+	best := -1
+	for i, j := range w.queue {
+		if j.notBefore.After(now) {
+			continue
+		}
+		if best < 0 || j.prio > w.queue[best].prio {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	j := w.queue[best]
+	w.queue = slices.Delete(w.queue, best, best+1)
+	w.counts.Queued--
+	w.counts.Running++
+	w.m.queued.Set(float64(w.counts.Queued))
+	w.m.running.Set(float64(w.counts.Running))
+	return j
+}
+
+func (w *Worker) runJobs(ctx context.Context) {
+	for ctx.Err() == nil {
+		j := w.pop()
+		if j == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.wake:
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		w.runJob(ctx, j)
+	}
+}
+
+// errRetryLater marks job outcomes that are neither done nor failed: the
+// object changed, or no server can take its shards yet.
+var errRetryLater = errors.New("repair: retry at the next scan")
+
+func (w *Worker) runJob(ctx context.Context, j *job) {
+	t0 := w.now()
+	res, err := w.repair(ctx, j)
+	secs := w.now().Sub(t0).Seconds()
+	w.mu.Lock()
+	w.counts.Running--
+	w.m.running.Set(float64(w.counts.Running))
+	requeue := false
+	switch {
+	case err == nil:
+		w.counts.Done++
+		w.counts.BytesMoved += res.BytesMoved
+		w.counts.ByMethod[string(res.Method)]++
+		delete(w.waiting, j.ref())
+		if j.predicted > 0 && secs > 0 {
+			c, ok := w.calib[res.Method]
+			r := secs / j.predicted
+			if !ok {
+				c = r
+			}
+			w.calib[res.Method] = 0.8*c + 0.2*r
+		}
+		if w.batch != nil {
+			w.batch.Bytes += res.BytesMoved
+		}
+		w.m.done(res)
+	case errors.Is(err, errRetryLater) || ctx.Err() != nil:
+	case j.attempt < w.cfg.Retries:
+		j.attempt++
+		j.notBefore = w.now().Add(w.cfg.Backoff << (j.attempt - 1))
+		requeue = true
+	default:
+		w.counts.Failed++
+		w.m.failed.Inc()
+	}
+	if err != nil && ctx.Err() == nil {
+		w.log.Warn("repair failed", "object", j.ref(), "attempt", j.attempt, "requeued", requeue, "err", err)
+	}
+	ev := shardrpc.RepairEvent{Object: j.ref(), Method: string(res.Method), Lost: j.lost, Predicted: j.predicted, Seconds: secs, Bytes: res.BytesMoved}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	w.recent = append(w.recent, ev)
+	if len(w.recent) > 20 {
+		w.recent = w.recent[len(w.recent)-20:]
+	}
+	if requeue {
+		w.queue = append(w.queue, j)
+		w.counts.Queued++
+	} else {
+		delete(w.inflight, j.ref())
+	}
+	if len(w.queue) == 0 && w.counts.Running == 0 && w.batch != nil {
+		w.batch.Elapsed = w.now().Sub(w.batchT0).Seconds()
+		w.last, w.batch = w.batch, nil
+		w.log.Info("repair batch finished", "jobs", w.last.Jobs, "seconds", w.last.Elapsed, "predicted", w.last.Predicted, "bytes", w.last.Bytes)
+	}
+	w.mu.Unlock()
+}
+
+// estimate predicts a job's time with the planner, calibrated by how
+// long past jobs took against their predictions.
+func (w *Worker) estimate(j *job) float64 {
+	m, err := w.store.GetManifest(context.Background(), j.bucket, j.key)
+	if err != nil {
+		return 0
+	}
+	v := w.view()
+	total := 0.0
+	var method Method
+	for _, p := range m.Parts {
+		d, err := w.plan(v, m, p, j.lost, nil)
+		if err != nil {
+			return 0
+		}
+		total += d.Predicted
+		method = d.Task.Method
+	}
+	w.mu.Lock()
+	c, ok := w.calib[method]
+	w.mu.Unlock()
+	if ok {
+		total *= c
+	}
+	return total
+}

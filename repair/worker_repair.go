@@ -1,0 +1,295 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// ErrSuperseded is returned (wrapped) when the object changed while its
+// repair ran: a client overwrote or deleted it, or another repairer
+// switched it first. The rebuilt shards are then garbage, which the shard
+// servers collect.
+var ErrSuperseded = errors.New("repair: object changed during repair")
+
+// plan runs the planner for one part with the worker's view.
+func (w *Worker) plan(v nodeView, m *metadata.Manifest, p metadata.Part, lost []int, pinned map[int]string) (Decision, error) {
+	code, err := codec.Parse(m.Code)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Plan(PlanInput{
+		Group: Group{Key: m.Bucket + "/" + m.Key, FileID: p.ID, Code: code, ChunkSize: m.ChunkSize,
+			PartSize: p.Size, ShardCRC: p.ShardCRC, Placement: m.Placement},
+		Lost: lost, Nodes: v.nodes, Model: w.cfg.Model, Force: w.cfg.Method, Allowed: w.allowed, Dest: pinned,
+	})
+}
+
+// repair rebuilds the lost shards of every part of j's object and switches
+// its manifest. The membership is read afresh, so a retry after a second
+// failure re-plans with it.
+func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
+	m, err := w.store.GetManifest(ctx, j.bucket, j.key)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return Result{}, fmt.Errorf("%w: %s gone", errRetryLater, j.ref())
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if m.Version != j.version || m.Deleted {
+		return Result{}, fmt.Errorf("%w: %s changed", errRetryLater, j.ref())
+	}
+	v := w.view()
+	lost := j.lost
+	if !j.inPlace {
+		if coordinator(v, m.Placement) != v.self {
+			return Result{}, fmt.Errorf("%w: no longer coordinator of %s", errRetryLater, j.ref())
+		}
+		lost = nil
+		for i, id := range m.Placement {
+			if _, l := w.status(v, id); l {
+				lost = append(lost, i)
+			}
+		}
+		if len(lost) == 0 {
+			return Result{}, fmt.Errorf("%w: %s no longer has lost shards", errRetryLater, j.ref())
+		}
+	}
+	pinned := map[int]string{}
+	if j.inPlace {
+		for _, i := range lost {
+			pinned[i] = m.Placement[i]
+		}
+	}
+	total := Result{Rebuilt: map[int]Node{}}
+	for pi, p := range m.Parts {
+		d, err := w.plan(v, m, p, lost, pinned)
+		if errors.Is(err, ErrNoCapacity) {
+			w.mu.Lock()
+			w.waiting[j.ref()] = true
+			w.mu.Unlock()
+			w.m.decision("waiting")
+			w.log.Warn("repair waiting for capacity", "object", j.ref(), "lost", lost)
+			return Result{}, fmt.Errorf("%w: %w", errRetryLater, err)
+		}
+		if err != nil {
+			return total, err
+		}
+		if pi == 0 {
+			// Every part shares the placement: the other parts rebuild
+			// exactly the shards the first one could place, onto the
+			// same servers.
+			lost = d.Task.Lost
+			for i, n := range d.Task.Dest {
+				pinned[i] = n.ID
+			}
+		}
+		w.m.decision(string(d.Task.Method))
+		w.log.Info("repair plan", "object", j.ref(), "part", p.Number, "file", p.ID, "method", d.Task.Method,
+			"lost", d.Task.Lost, "helpers", d.Task.Helpers, "dest", destIDs(d.Task.Dest), "waiting", d.Waiting,
+			"predicted_s", fmt.Sprintf("%.3f", d.Predicted), "bytes", int64(d.Bytes), "costs", d.Costs)
+		if err := w.charge(ctx, int64(d.Bytes)); err != nil {
+			return total, err
+		}
+		res, err := w.runTask(ctx, d.Task)
+		if err != nil {
+			return total, err
+		}
+		total.Method = res.Method
+		total.BytesMoved += res.BytesMoved
+		total.MaxNodeIn = max(total.MaxNodeIn, res.MaxNodeIn)
+		total.Seconds += res.Seconds
+		for _, i := range d.Task.Lost {
+			n, ok := res.Rebuilt[i]
+			if !ok {
+				return total, fmt.Errorf("repair %s: executor did not rebuild shard %d", p.ID, i)
+			}
+			total.Rebuilt[i] = n
+		}
+	}
+	if j.inPlace {
+		return total, nil
+	}
+	return total, w.switchManifest(ctx, v, m, total.Rebuilt)
+}
+
+// charge waits for the rate limiter to admit n bytes of repair traffic.
+func (w *Worker) charge(ctx context.Context, n int64) error {
+	for n > 0 {
+		step := min(n, int64(w.limit.Burst()))
+		if err := w.limit.WaitN(ctx, int(step)); err != nil {
+			return err
+		}
+		n -= step
+	}
+	return nil
+}
+
+// runTask runs t with the executor, counting the load it puts on nodes.
+func (w *Worker) runTask(ctx context.Context, t Task) (Result, error) {
+	involved := slices.Clone(t.Helpers)
+	involved = append(involved, t.Lost...)
+	ids := make([]string, 0, len(involved))
+	for _, i := range t.Helpers {
+		ids = append(ids, t.Placement[i].ID)
+	}
+	for _, n := range t.Dest {
+		ids = append(ids, n.ID)
+	}
+	w.mu.Lock()
+	for _, id := range ids {
+		w.load[id]++
+	}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		for _, id := range ids {
+			if w.load[id]--; w.load[id] <= 0 {
+				delete(w.load, id)
+			}
+		}
+		w.mu.Unlock()
+	}()
+	start := w.now()
+	res, err := w.exec.Run(ctx, t)
+	if res.Seconds == 0 {
+		res.Seconds = w.now().Sub(start).Seconds()
+	}
+	if res.Method == "" {
+		res.Method = t.Method
+	}
+	return res, err
+}
+
+func destIDs(d map[int]Node) map[int]string {
+	out := map[int]string{}
+	for i, n := range d {
+		out[i] = n.ID
+	}
+	return out
+}
+
+// repairWriter is the Writer of a repair-switched manifest version.
+func repairWriter(node string) string { return "repair-" + node }
+
+// switchManifest makes the rebuilt shards part of the object.
+//
+// The invariant: a repair switch never hides a client write, and never
+// points readers at shards that are not durable and verified.
+//
+//   - It runs only after the executor reported every rebuilt shard durable
+//     and verified against the manifest's CRC.
+//   - The new manifest is the old one with the rebuilt shards' servers in
+//     Placement, and Version {old.TS + 1ns, "repair-<node>"}: newer than
+//     the version it repairs (so servers replace it and readers prefer it),
+//     older than any client write made after the object was written (a
+//     gateway's clock is past old.TS by far more than 1ns by then). A
+//     client overwrite racing the switch therefore wins on every server,
+//     and the repair's shards become garbage there.
+//   - Before writing, the version is fenced: a majority of the live
+//     placement servers must still hold exactly the repaired version. If
+//     any holds a newer one, the object changed (or another repairer got
+//     there first) and the switch is abandoned.
+//   - Two repairers racing (membership views disagree) both write
+//     old.TS+1 with their own writer IDs; the greater ID wins everywhere.
+//   - The switch succeeds when k+1 servers store it (or already hold it),
+//     like a PUT. The old placement's live servers get it too, which is
+//     how they learn to drop nothing but what was rebuilt elsewhere.
+func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.Manifest, rebuilt map[int]Node) error {
+	code, err := codec.Parse(old.Code)
+	if err != nil {
+		return err
+	}
+	nm := *old
+	nm.Placement = slices.Clone(old.Placement)
+	for i, n := range rebuilt {
+		nm.Placement[i] = n.ID
+	}
+	nm.Version = metadata.Version{TS: old.Version.TS + 1, Writer: repairWriter(w.cfg.NodeID)}
+
+	addr := func(id string) string {
+		if ni := v.nodes[id]; ni.Live {
+			return ni.Addr
+		}
+		return ""
+	}
+	// Fence.
+	var oldLive []string
+	for _, id := range old.Placement {
+		if addr(id) != "" {
+			oldLive = append(oldLive, id)
+		}
+	}
+	var mu sync.Mutex
+	same, newer := 0, false
+	var g errgroup.Group
+	for _, id := range oldLive {
+		g.Go(func() error {
+			cur, err := w.shards.GetManifest(ctx, addr(id), old.Bucket, old.Key)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, shardrpc.ErrNotFound):
+			case err != nil:
+			case cur.Version == old.Version:
+				same++
+			case old.Version.Less(cur.Version):
+				newer = true
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if newer {
+		return fmt.Errorf("%w: %s/%s", ErrSuperseded, old.Bucket, old.Key)
+	}
+	if same < len(oldLive)/2+1 {
+		return fmt.Errorf("repair: fence %s/%s: %d of %d live servers confirm version %s", old.Bucket, old.Key, same, len(oldLive), old.Version)
+	}
+
+	// Write to the old and the new placement.
+	targets := slices.Clone(oldLive)
+	for _, i := range slices.Sorted(maps.Keys(rebuilt)) {
+		if id := rebuilt[i].ID; !slices.Contains(targets, id) {
+			targets = append(targets, id)
+		}
+	}
+	ok, lostRace := 0, false
+	var errs []error
+	for _, id := range targets {
+		g.Go(func() error {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			stored, cur, err := w.shards.PutManifest(cctx, addr(id), &nm)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
+			case stored || cur == nm.Version:
+				ok++
+			default:
+				lostRace = true
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if lostRace && ok == 0 {
+		return fmt.Errorf("%w: %s/%s", ErrSuperseded, old.Bucket, old.Key)
+	}
+	if quorum := min(code.DataShards()+1, len(targets)); ok < quorum {
+		return fmt.Errorf("repair: switch %s/%s: %d of %d servers stored it, need %d: %w", old.Bucket, old.Key, ok, len(targets), quorum, errors.Join(errs...))
+	}
+	return nil
+}
