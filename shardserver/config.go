@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,11 @@ type Config struct {
 	// Registerer receives the server's metrics. Nil: metrics are kept but
 	// not exported. Never the global default registry implicitly.
 	Registerer prometheus.Registerer
+	// RepairHTTP carries this server's repair calls to peers (PUSH hops,
+	// helper streams, rebuilt-shard stores). Nil: a plain
+	// shardrpc.NewRepairHTTPClient; cmd passes one whose dialer is
+	// rate-limited (--net-limit).
+	RepairHTTP *http.Client
 	// FS is the file system shard files live on. Nil means the OS's; tests
 	// inject faults here. (The pebble DB always uses the OS's.)
 	FS FS

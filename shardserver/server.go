@@ -24,6 +24,7 @@ type Server struct {
 	m      *metrics
 	now    func() time.Time // NB: a seam so GC tests need not sleep
 	leases leaseTable
+	rep    *repairState
 
 	handler   http.Handler
 	closeOnce sync.Once
@@ -66,6 +67,10 @@ func New(cfg Config) (*Server, error) {
 		shards: &shardStore{fs: fsys, root: root, blockSize: cfg.BlockSize},
 		m:      m,
 		now:    time.Now,
+	}
+	if s.rep, err = newRepairState(cfg); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("shardserver: register metrics: %w", err)
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -114,6 +119,9 @@ func (s *Server) routes() http.Handler {
 		{"DELETE " + shardrpc.PathLeases, "release_lease", s.releaseLease},
 	} {
 		api.HandleFunc(r.pattern, s.m.instrument(r.route, r.h))
+	}
+	for _, r := range s.repairRoutes() {
+		api.HandleFunc(r.pattern, s.m.instrument(r.name, r.h))
 	}
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// NB: a JSON code, so a client never mistakes a wrong path for a

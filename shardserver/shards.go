@@ -44,6 +44,17 @@ func (s *shardStore) path(fileID string, idx int) string {
 // the same directory, fsync, rename over any old version, fsync directory.
 // On any error nothing new is visible under the shard's name.
 func (s *shardStore) put(fileID string, idx int, r io.Reader) (shardrpc.ShardInfo, error) {
+	return s.putVerified(fileID, idx, r, nil)
+}
+
+// errMismatch is returned when a rebuilt shard's data is not what the
+// manifest says it must be.
+var errMismatch = errors.New("shardserver: rebuilt shard does not match the manifest")
+
+// putVerified is put, except that with want set the shard only becomes
+// visible if its data has exactly want's size and CRC-32C (repair stores
+// rebuilt shards this way).
+func (s *shardStore) putVerified(fileID string, idx int, r io.Reader, want *shardrpc.ShardInfo) (shardrpc.ShardInfo, error) {
 	dir := s.dir(fileID)
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -61,6 +72,9 @@ func (s *shardStore) put(fileID string, idx int, r io.Reader) (shardrpc.ShardInf
 		return shardrpc.ShardInfo{}, fmt.Errorf("shardserver: create %s: %w", tmp, err)
 	}
 	info, err := writeShard(f, r, s.blockSize)
+	if err == nil && want != nil && info != *want {
+		err = fmt.Errorf("%w: got %d bytes with CRC %08x, want %d bytes with CRC %08x", errMismatch, info.Size, info.CRC, want.Size, want.CRC)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

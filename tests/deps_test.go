@@ -19,6 +19,7 @@ var allowedImports = map[string][]string{
 	"internal/placement": {},
 	"internal/cluster":   {},
 	"internal/sigv4":     {},
+	"internal/netlimit":  {},
 	"internal/shardrpc":  {"metadata"},
 	"internal/stripe":    {"codec", "metadata", "internal/shardrpc"},
 	"shardserver":        {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe"},
