@@ -36,7 +36,7 @@ const segmentBudget = 512 << 10
 
 func segmentFor(cols int) int {
 	s := segmentBudget / max(cols, 1)
-	return min(max(s&^63, 512), 16<<10)
+	return min(max(s&^63, 2048), 16<<10)
 }
 
 func newLinmap(m [][]byte, cols int) (*linmap, error) {
