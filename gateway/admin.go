@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -43,6 +44,53 @@ type Status struct {
 	Manifests int64 `json:"manifests"`
 	// Shards counts shard files held by live servers.
 	Shards int64 `json:"shards"`
+	// Stripes and Repair come from the repair worker (a RepairSource);
+	// they are absent, not zero, while no worker reports, so clients can
+	// tell "nothing degraded" from "nobody is counting".
+	Stripes *StripeStatus `json:"stripes,omitempty"`
+	Repair  *RepairStatus `json:"repair,omitempty"`
+	// Events are recent membership (and repair) events seen by this
+	// gateway, oldest first.
+	Events []Event `json:"events"`
+}
+
+// StripeStatus counts stripes by health over the cluster.
+type StripeStatus struct {
+	Total    int64 `json:"total"`
+	Healthy  int64 `json:"healthy"`
+	Degraded int64 `json:"degraded"`
+	// LostShards counts missing shards over the degraded stripes;
+	// Waiting the degraded stripes no server can take a rebuilt shard of.
+	LostShards int64 `json:"lost_shards"`
+	Waiting    int64 `json:"waiting"`
+}
+
+// RepairStatus is the repair worker's progress over the cluster.
+type RepairStatus struct {
+	Queued  int64 `json:"queued"`
+	Running int64 `json:"running"`
+	Done    int64 `json:"done"`
+	Failed  int64 `json:"failed"`
+	// BytesMoved counts repair traffic between shard servers.
+	BytesMoved      int64   `json:"bytes_moved"`
+	RateBytesPerSec float64 `json:"rate_bytes_per_sec"`
+	// ETASeconds is the predicted time to drain the queue (0 if idle).
+	ETASeconds float64 `json:"eta_seconds"`
+	// Methods counts stripes repaired by method: CORE, PUSH, PULL.
+	Methods map[string]int64 `json:"by_method"`
+	// PredictedSeconds and ElapsedSeconds describe the current (or last)
+	// repair batch: the planner's prediction against the time taken, the
+	// slowest server's.
+	PredictedSeconds float64 `json:"predicted_seconds"`
+	ElapsedSeconds   float64 `json:"elapsed_seconds"`
+}
+
+// RepairSource is the optional capability to ask a shard server for its
+// part of the repair picture (the stripes it coordinates and its repair
+// progress). The status sums it over the live shard servers; until the
+// shard API offers it, Status.Stripes and Status.Repair stay absent.
+type RepairSource interface {
+	RepairStatus(ctx context.Context, addr string) (StripeStatus, RepairStatus, error)
 }
 
 func (g *Gateway) status(ctx context.Context) Status {
@@ -76,12 +124,70 @@ func (g *Gateway) status(ctx context.Context) Status {
 			st.Shards += n.Stats.Shards
 		}
 	}
+	g.repairStatus(ctx, &st, members)
+	st.Events = g.events.recent()
 	return st
+}
+
+// repairStatus fills st.Stripes and st.Repair from the live shard servers
+// when the shard API can report them.
+func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluster.Member) {
+	src, ok := g.layer.shards.(RepairSource)
+	if !ok {
+		return
+	}
+	var mu sync.Mutex
+	var eg errgroup.Group
+	stripes, repair := StripeStatus{}, RepairStatus{Methods: map[string]int64{}}
+	answered := 0
+	for _, m := range members {
+		if m.Role != cluster.RoleShard || !m.Alive() {
+			continue
+		}
+		eg.Go(func() error {
+			s, r, err := src.RepairStatus(ctx, m.HTTP)
+			if err != nil {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			answered++
+			stripes.Total += s.Total
+			stripes.Healthy += s.Healthy
+			stripes.Degraded += s.Degraded
+			stripes.LostShards += s.LostShards
+			stripes.Waiting += s.Waiting
+			repair.Queued += r.Queued
+			repair.Running += r.Running
+			repair.Done += r.Done
+			repair.Failed += r.Failed
+			repair.BytesMoved += r.BytesMoved
+			repair.RateBytesPerSec += r.RateBytesPerSec
+			repair.ETASeconds = max(repair.ETASeconds, r.ETASeconds)
+			repair.PredictedSeconds = max(repair.PredictedSeconds, r.PredictedSeconds)
+			repair.ElapsedSeconds = max(repair.ElapsedSeconds, r.ElapsedSeconds)
+			for k, v := range r.Methods {
+				repair.Methods[k] += v
+			}
+			return nil
+		})
+	}
+	eg.Wait()
+	if answered > 0 {
+		st.Stripes, st.Repair = &stripes, &repair
+	}
 }
 
 // serveAdmin answers the operator API; the caller has authenticated.
 func (g *Gateway) serveAdmin(c *fiber.Ctx, path string) error {
 	switch path {
+	case "bucket-code":
+		if c.Method() != fiber.MethodPost {
+			return apiErr("MethodNotAllowed", "POST /_regen/bucket-code?bucket=NAME&code=CODE")
+		}
+		ctx, cancel := g.opContext()
+		defer cancel()
+		return g.setBucketCode(ctx, c, c.Query("bucket"), c.Query("code"))
 	case "status":
 		ctx, cancel := g.opContext()
 		defer cancel()
@@ -93,6 +199,37 @@ func (g *Gateway) serveAdmin(c *fiber.Ctx, path string) error {
 		return c.Send(b)
 	}
 	return apiErr("NoSuchKey", "unknown admin resource "+path)
+}
+
+// setBucketCode changes the code new objects of a bucket are written with
+// (existing objects keep theirs: every manifest records its code). An
+// empty code returns the bucket to the cluster default.
+func (g *Gateway) setBucketCode(ctx context.Context, c *fiber.Ctx, bucket, code string) error {
+	if bucket == "" {
+		return apiErr("InvalidArgument", "missing bucket")
+	}
+	if code != "" {
+		if _, err := g.layer.code(code); err != nil {
+			return apiErr("InvalidArgument", fmt.Sprintf("code %q: %v", code, err))
+		}
+	}
+	b, err := g.layer.bucket(ctx, g.buckets, bucket)
+	if err != nil {
+		return bucketErr(err)
+	}
+	old := b.Code
+	b.Code = code
+	b.Version = g.layer.clock.next()
+	if err := g.layer.putBucket(ctx, g.buckets, &b); err != nil {
+		return err
+	}
+	g.log.Info("bucket code changed", "bucket", bucket, "from", old, "to", code)
+	c.Set("Content-Type", "application/json")
+	body, err := json.Marshal(map[string]string{"bucket": bucket, "code": code, "previous": old})
+	if err != nil {
+		return err
+	}
+	return c.Send(body)
 }
 
 // serveOps answers the unauthenticated operational endpoints. It reports

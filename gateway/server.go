@@ -28,6 +28,7 @@ type Gateway struct {
 	buckets *bucketCache
 	auth    *sigv4.Verifier
 	metrics *metrics
+	events  eventLog // recent events for the status page (events.go)
 }
 
 // New builds a gateway over the given shard servers and membership.
@@ -124,7 +125,9 @@ func (g *Gateway) serve(c *fiber.Ctx) error {
 	if err != nil {
 		g.writeError(c, req, err)
 	}
-	g.metrics.observe(op, c.Response().StatusCode(), time.Since(req.start))
+	status, took := c.Response().StatusCode(), time.Since(req.start)
+	g.metrics.observe(op, status, took)
+	g.logAccess(c, req, op, status, took)
 	return nil
 }
 
@@ -139,6 +142,10 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 		return apiErr("InvalidArgument", "cannot parse query string: "+err.Error())
 	}
 	req.query = q
+	if isUIRequest(c, rawPath, q) { // the status page (ui.go); never a signed S3 request
+		*op = "ui"
+		return g.serveUI(c, rawPath)
+	}
 	if c.Get("Authorization") == "" && !q.Has("X-Amz-Signature") && g.serveOps(c, rawPath, g.cfg.Gatherer) {
 		*op = "ops"
 		return nil

@@ -189,7 +189,7 @@ func startGateway(ctx context.Context, cfg gateway.Config, f *gatewayFlags) (*ru
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), node.Collector())
 	cfg.Registerer, cfg.Gatherer = reg, reg
 	g, err := gateway.New(cfg, shardrpc.New(f.secret, nil), node)
 	if err != nil {
@@ -198,6 +198,7 @@ func startGateway(ctx context.Context, cfg gateway.Config, f *gatewayFlags) (*ru
 		return nil, err
 	}
 	r := &runningGateway{addr: ln.Addr().String(), node: node, errc: make(chan error, 1)}
+	go g.WatchMembership(ctx, node.Events())
 	go func() { r.errc <- g.Serve(ctx, ln) }()
 	return r, nil
 }
