@@ -94,7 +94,9 @@ func (e *Executor) Run(ctx context.Context, t Task) (Result, error) {
 		return Result{}, xe
 	}
 	res := Result{Method: t.Method, Seconds: time.Since(start).Seconds(), Rebuilt: map[int]Node{}}
-	for _, b := range rep.Traffic {
+	res.NodeIn = map[string]int64{}
+	for id, b := range rep.Traffic {
+		res.NodeIn[id] = b.In
 		res.BytesMoved += b.In
 		res.MaxNodeIn = max(res.MaxNodeIn, b.In)
 	}

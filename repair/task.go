@@ -111,9 +111,12 @@ type Result struct {
 	Method Method `json:"method"`
 	// BytesMoved counts every byte sent between servers for this task;
 	// MaxNodeIn the bytes received by the busiest server.
-	BytesMoved int64   `json:"bytes_moved"`
-	MaxNodeIn  int64   `json:"max_node_in"`
-	Seconds    float64 `json:"seconds"`
+	BytesMoved int64 `json:"bytes_moved"`
+	MaxNodeIn  int64 `json:"max_node_in"`
+	// NodeIn is the bytes each server (by ID) received, for callers that
+	// sum the load of many tasks per server.
+	NodeIn  map[string]int64 `json:"node_in,omitempty"`
+	Seconds float64          `json:"seconds"`
 	// Rebuilt maps each rebuilt shard index to the server now holding it,
 	// durable and verified against ShardCRC.
 	Rebuilt map[int]Node `json:"rebuilt"`

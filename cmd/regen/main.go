@@ -29,6 +29,7 @@ func commands() map[string]command {
 		"shard":   {"run a shard server", runShard},
 		"admin":   {"operator commands: status, nodes", runAdmin},
 		"codes":   {"survey the repair bandwidth of erasure codes", runCodes},
+		"bench":   {"benchmarks: 'bench repair' times repair methods on a local cluster", runBench},
 		"health":  {"probe a server's /healthz (for container healthchecks)", runHealth},
 	}
 }

@@ -1,0 +1,411 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/netlimit"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/internal/stripe"
+	"github.com/regen-s3/regen/repair"
+	"github.com/regen-s3/regen/shardserver"
+)
+
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "repair" {
+		return usageErrorf("usage: regen bench repair [flags]")
+	}
+	return runBenchRepair(ctx, args[1:], stdout)
+}
+
+// BenchRow is one measured repair of `regen bench repair --json`.
+type BenchRow struct {
+	Method     string  `json:"method"`
+	Code       string  `json:"code"`
+	N          int     `json:"n"`
+	K          int     `json:"k"`
+	T          int     `json:"t"`
+	SRU        int     `json:"sru"`
+	NetLimit   int64   `json:"net_limit"`
+	BytesLost  int64   `json:"bytes_lost"`
+	BytesMoved int64   `json:"bytes_moved"`
+	MaxNodeIn  int64   `json:"max_node_in"`
+	Seconds    float64 `json:"seconds"`
+	// MBps is bytes_lost / seconds (recovery throughput).
+	MBps float64 `json:"mb_per_s"`
+	// CPUPerGB is CPU seconds of all shard servers per GB rebuilt.
+	CPUPerGB float64 `json:"cpu_s_per_gb"`
+}
+
+type benchFlags struct {
+	codes, failures, methods, srus listFlag
+	netLimit, dataPerNode, chunk   string
+	parallel                       int
+	json                           bool
+	dir                            string
+}
+
+func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench repair", flag.ContinueOnError)
+	var f benchFlags
+	fs.Var(&f.codes, "code", "code(s) to benchmark, comma-separated (default rs-6-3)")
+	fs.Var(&f.failures, "failures", "lost shards per stripe group t, comma-separated (default 1)")
+	fs.Var(&f.methods, "methods", "methods, comma-separated (default pull-rep,pull-sur,push-rep,push-sur,core)")
+	fs.Var(&f.srus, "sru", "slice sizes, comma-separated, e.g. 64KiB,128KiB,256KiB (default 256KiB)")
+	fs.StringVar(&f.netLimit, "net-limit", "125MB", "per-server network cap per direction (125MB emulates 1 Gb/s; 0 = none)")
+	fs.StringVar(&f.dataPerNode, "data-per-node", "64MiB", "shard data each of the n placement servers holds")
+	fs.StringVar(&f.chunk, "chunk", "1MiB", "shard chunk of a full stripe")
+	fs.IntVar(&f.parallel, "parallel", 2, "stripe groups repaired at once")
+	fs.BoolVar(&f.json, "json", false, "print one JSON row per measurement instead of a table")
+	fs.StringVar(&f.dir, "dir", "", "data directory for the bench cluster (default: a temp dir, removed)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	def := func(l *listFlag, v string) {
+		if len(*l) == 0 {
+			*l = listFlag{v}
+		}
+	}
+	def(&f.codes, "rs-6-3")
+	def(&f.failures, "1")
+	def(&f.methods, "pull-rep,pull-sur,push-rep,push-sur,core")
+	def(&f.srus, "256KiB")
+	split := func(l listFlag) []string {
+		var out []string
+		for _, v := range l {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					out = append(out, p)
+				}
+			}
+		}
+		return out
+	}
+	var methods []repair.Method
+	for _, m := range split(f.methods) {
+		pm, err := repair.ParseMethod(m)
+		if err != nil {
+			return usageError{err}
+		}
+		methods = append(methods, pm)
+	}
+	var srus []int
+	for _, s := range split(f.srus) {
+		v, err := netlimit.ParseRate(s)
+		if err != nil || v < shardserver.MinSRU || v > shardserver.MaxSRU {
+			return usageErrorf("--sru %q: want %d..%d bytes", s, shardserver.MinSRU, shardserver.MaxSRU)
+		}
+		srus = append(srus, int(v))
+	}
+	limit, err1 := netlimit.ParseRate(f.netLimit)
+	perNode, err2 := netlimit.ParseRate(f.dataPerNode)
+	chunk, err3 := netlimit.ParseRate(f.chunk)
+	if err1 != nil || err2 != nil || err3 != nil || perNode <= 0 || chunk <= 0 {
+		return usageErrorf("bad --net-limit, --data-per-node or --chunk")
+	}
+	if f.parallel < 1 {
+		return usageErrorf("--parallel must be at least 1")
+	}
+	dir := f.dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "regen-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	var rows []BenchRow
+	for _, code := range split(f.codes) {
+		c, err := codec.Parse(code)
+		if err != nil {
+			return usageError{err}
+		}
+		for _, ts := range split(f.failures) {
+			t, err := strconv.Atoi(ts)
+			if err != nil || t < 1 || t > c.ParityShards() {
+				return usageErrorf("--failures %q: want 1..%d for %s", ts, c.ParityShards(), code)
+			}
+			r, err := benchOne(ctx, stdout, filepath.Join(dir, fmt.Sprintf("%s-t%d", code, t)), c, t, methods, srus, limit, perNode, chunk, f)
+			rows = append(rows, r...)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if !f.json {
+		printBenchTable(stdout, rows)
+	}
+	return nil
+}
+
+// benchCluster is the shard-server processes of one bench run.
+type benchCluster struct {
+	procs []*exec.Cmd
+	nodes []repair.Node
+}
+
+func (bc *benchCluster) stop() {
+	for _, p := range bc.procs {
+		if p.ProcessState == nil {
+			p.Process.Kill()
+			p.Wait()
+		}
+	}
+}
+
+func startBenchCluster(ctx context.Context, dir string, n int, secret, limit string, client *shardrpc.Client) (*benchCluster, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	bc := &benchCluster{}
+	for i := range n {
+		d := filepath.Join(dir, fmt.Sprintf("shard-%02d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return bc, err
+		}
+		id, err := shardserver.LoadOrCreateNodeID(d)
+		if err != nil {
+			return bc, err
+		}
+		addr, err1 := freePort()
+		gossip, err2 := freePort()
+		if err1 != nil || err2 != nil {
+			return bc, fmt.Errorf("no free port")
+		}
+		logf, err := os.Create(filepath.Join(d, "shard.log"))
+		if err != nil {
+			return bc, err
+		}
+		cmd := exec.Command(self, "shard", "--data", d, "--listen", addr, "--gossip", gossip, "--gossip-profile", "local",
+			"--net-limit", limit, "--log-level", "warn")
+		cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+secret)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			return bc, err
+		}
+		logf.Close()
+		bc.procs = append(bc.procs, cmd)
+		bc.nodes = append(bc.nodes, repair.Node{ID: id, Addr: addr})
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, nd := range bc.nodes {
+		for {
+			if _, err := client.Stats(ctx, nd.Addr); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return bc, fmt.Errorf("shard server %s did not come up", nd.Addr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return bc, nil
+}
+
+// cpuSeconds sums user+system CPU time of pids from /proc.
+func cpuSeconds(pids []int) float64 {
+	var ticks int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		// NB: fields after the parenthesised command name; utime and
+		// stime are fields 14 and 15 (1-based) of the whole line.
+		rest := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(rest) > 12 {
+			u, _ := strconv.ParseInt(rest[11], 10, 64)
+			st, _ := strconv.ParseInt(rest[12], 10, 64)
+			ticks += u + st
+		}
+	}
+	return float64(ticks) / 100 // USER_HZ
+}
+
+func benchOne(ctx context.Context, stdout io.Writer, dir string, c codec.Code, t int, methods []repair.Method, srus []int,
+	limit, perNode, chunk int64, f benchFlags) ([]BenchRow, error) {
+	n, k := c.TotalShards(), c.DataShards()
+	m := int64(c.ShardMultiple())
+	chunk = (chunk + m - 1) / m * m
+	var sb [16]byte
+	rand.Read(sb[:])
+	secret := hex.EncodeToString(sb[:])
+	client := shardrpc.New(secret, shardrpc.NewRepairHTTPClient(nil))
+	// n placement servers and t spares: the replacements of the dead.
+	bc, err := startBenchCluster(ctx, dir, n+t, secret, strconv.FormatInt(limit, 10), client)
+	defer bc.stop()
+	if err != nil {
+		return nil, err
+	}
+	placement, spares := bc.nodes[:n], bc.nodes[n:]
+
+	// Stripe groups of 8 stripes; enough groups that every placement
+	// server holds about perNode bytes.
+	stripesPer := int64(8)
+	partSize := int64(k) * chunk * stripesPer
+	groups := max(1, int((perNode+chunk*stripesPer-1)/(chunk*stripesPer)))
+	targets := make([]stripe.Target, n)
+	for i, nd := range placement {
+		targets[i] = stripe.Target{Node: nd.ID, Addr: nd.Addr}
+	}
+	if !f.json {
+		fmt.Fprintf(stdout, "%s t=%d: writing %d groups of %d MiB to %d servers (net limit %d B/s)\n", c.Name(), t, groups, partSize>>20, n, limit)
+	}
+	tasks := make([]repair.Task, groups)
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(4)
+	for g := range groups {
+		eg.Go(func() error {
+			fileID := fmt.Sprintf("bench%04d", g)
+			res, err := stripe.Write(gctx, client, stripe.WriteParams{Code: c, ChunkSize: chunk, FileID: fileID, Targets: targets, Quorum: n, Size: partSize},
+				&randReader{})
+			if err != nil {
+				return fmt.Errorf("write group %d: %w", g, err)
+			}
+			tasks[g] = repair.Task{Code: c.Name(), FileID: fileID, ChunkSize: chunk, PartSize: partSize, ShardCRC: res.ShardCRC, Placement: placement}
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	// Kill the servers of shards 0..t-1 (data shards: the expensive case).
+	lost := make([]int, t)
+	for i := range t {
+		lost[i] = i
+		bc.procs[i].Process.Kill()
+		bc.procs[i].Wait()
+	}
+	shardSize := stripe.Geometry(c, chunk).ShardFileSize(partSize)
+	pids := make([]int, 0, n)
+	for i := t; i < len(bc.procs); i++ {
+		pids = append(pids, bc.procs[i].Process.Pid)
+	}
+	exec := repair.NewExecutor(client, nil)
+	var rows []BenchRow
+	for _, sru := range srus {
+		for _, meth := range methods {
+			var bar *progressbar.ProgressBar
+			if !f.json {
+				bar = progressbar.NewOptions(groups, progressbar.OptionSetDescription(fmt.Sprintf("%-8s sru %4d KiB", meth, sru>>10)),
+					progressbar.OptionSetWriter(os.Stderr), progressbar.OptionClearOnFinish())
+			}
+			row := BenchRow{Method: string(meth), Code: c.Name(), N: n, K: k, T: t, SRU: sru, NetLimit: limit, BytesLost: int64(groups*t) * shardSize}
+			cpu0 := cpuSeconds(pids)
+			start := time.Now()
+			eg, gctx := errgroup.WithContext(ctx)
+			eg.SetLimit(f.parallel)
+			var (
+				moved  atomic.Int64
+				mu     sync.Mutex
+				nodeIn = map[string]int64{}
+			)
+			for g := range groups {
+				eg.Go(func() error {
+					task := tasks[g]
+					task.Lost, task.Method, task.SRU = lost, meth, sru
+					task.Dest = map[int]repair.Node{}
+					for j, l := range lost {
+						task.Dest[l] = spares[j]
+					}
+					res, err := exec.Run(gctx, task)
+					if err != nil {
+						return err
+					}
+					moved.Add(res.BytesMoved)
+					mu.Lock()
+					for id, b := range res.NodeIn {
+						nodeIn[id] += b
+					}
+					mu.Unlock()
+					if bar != nil {
+						bar.Add(1)
+					}
+					return nil
+				})
+			}
+			if err := eg.Wait(); err != nil {
+				return rows, fmt.Errorf("%s %s t=%d: %w", c.Name(), meth, t, err)
+			}
+			row.Seconds = time.Since(start).Seconds()
+			cpu := cpuSeconds(pids) - cpu0
+			if bar != nil {
+				bar.Finish()
+			}
+			row.BytesMoved = moved.Load()
+			for _, b := range nodeIn {
+				row.MaxNodeIn = max(row.MaxNodeIn, b)
+			}
+			row.MBps = float64(row.BytesLost) / 1e6 / row.Seconds
+			row.CPUPerGB = cpu / (float64(row.BytesLost) / 1e9)
+			// Verify every rebuilt shard (size and CRC-32C of its data,
+			// which the server computed from the bytes on disk), then
+			// remove it for the next method.
+			for _, task := range tasks {
+				for j, l := range lost {
+					info, err := client.StatShard(ctx, spares[j].Addr, task.FileID, l)
+					if err != nil || info.Size != shardSize || info.CRC != task.ShardCRC[l] {
+						return rows, fmt.Errorf("%s %s: rebuilt shard %s.%d is wrong: %+v, %v", c.Name(), meth, task.FileID, l, info, err)
+					}
+					if err := client.DeleteShard(ctx, spares[j].Addr, task.FileID, l); err != nil {
+						return rows, err
+					}
+				}
+			}
+			rows = append(rows, row)
+			if f.json {
+				b, _ := json.Marshal(row)
+				fmt.Fprintln(stdout, string(b))
+			}
+		}
+	}
+	return rows, nil
+}
+
+// randReader yields pseudo-random bytes fast (the content does not matter,
+// only that it is not compressible or all zero).
+type randReader struct{ x uint64 }
+
+func (r *randReader) Read(p []byte) (int, error) {
+	if r.x == 0 {
+		r.x = 0x9E3779B97F4A7C15
+	}
+	for i := range p {
+		r.x ^= r.x << 13
+		r.x ^= r.x >> 7
+		r.x ^= r.x << 17
+		p[i] = byte(r.x)
+	}
+	return len(p), nil
+}
+
+func printBenchTable(w io.Writer, rows []BenchRow) {
+	fmt.Fprintf(w, "\n%-9s %-10s %2s %6s %10s %10s %10s %9s %8s %8s\n", "method", "code", "t", "sru", "lost MB", "moved MB", "maxin MB", "seconds", "MB/s", "cpu s/GB")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-9s %-10s %2d %5dK %10.1f %10.1f %10.1f %9.2f %8.1f %8.2f\n", r.Method, r.Code, r.T, r.SRU>>10,
+			float64(r.BytesLost)/1e6, float64(r.BytesMoved)/1e6, float64(r.MaxNodeIn)/1e6, r.Seconds, r.MBps, r.CPUPerGB)
+	}
+}
