@@ -88,6 +88,7 @@ function renderStripes(st) {
     box.replaceChildren(el("p", { class: "notice" }, "Stripe health is not reported yet (the repair worker is not running)."));
     return;
   }
+  box.dataset.degraded = s.degraded;
   box.replaceChildren(
     bar([{ cls: "healthy", value: s.healthy }, { cls: "degraded", value: s.degraded }]),
     el("div", { class: "legend" },
@@ -99,19 +100,30 @@ function renderRepair(st) {
   const box = document.getElementById("repair");
   const r = st.repair;
   if (!r) {
+    delete box.dataset.done;
     box.replaceChildren(el("p", { class: "notice", id: "repair-off" }, "Repair worker not running: the cluster reports no repair status."));
     return;
   }
   const total = r.done + r.failed + r.running + r.queued;
-  const methods = r.methods || {};
+  // For tests and scripts reading the DOM.
+  Object.assign(box.dataset, { done: r.done, running: r.running, queued: r.queued, failed: r.failed });
+  // The worker names methods in detail (pull-rep, push-sur, core, ...);
+  // the mix groups them by family.
+  const methods = {};
+  for (const [name, n] of Object.entries(r.methods || {})) {
+    const family = name.split("-")[0].toUpperCase();
+    methods[family] = (methods[family] || 0) + n;
+  }
   box.replaceChildren(
     bar([{ cls: "done", value: r.done }, { cls: "degraded", value: r.failed }, { cls: "used", value: r.running + r.queued }]),
-    el("div", {}, r.done + " of " + total + " stripes repaired · " + r.running + " running · " + r.queued + " queued · " + r.failed + " failed"),
+    el("div", {}, r.done + " of " + total + " repairs done · " + r.running + " running · " + r.queued + " queued · " + r.failed + " failed"),
     el("div", {}, "rate " + bytes(r.rate_bytes_per_sec || 0) + "/s · ETA " + duration(r.eta_seconds) + " · " + bytes(r.bytes_moved || 0) + " moved"),
+    r.elapsed_seconds ? el("div", { class: "muted" }, "batch: " + duration(r.elapsed_seconds) + " taken, planner predicted " + duration(r.predicted_seconds)) : null,
     el("h2", {}, "Method mix"),
     bar(["CORE", "PUSH", "PULL"].map(m => ({ cls: m, value: methods[m] || 0 }))),
     el("div", { class: "legend" }, ...["CORE", "PUSH", "PULL"].map(m =>
-      el("span", {}, el("i", { style: "background:var(--" + m.toLowerCase() + ")" }), m + " " + (methods[m] || 0)))));
+      el("span", {}, el("i", { style: "background:var(--" + m.toLowerCase() + ")" }), m + " " + (methods[m] || 0)))),
+    el("div", { class: "muted" }, Object.entries(r.methods || {}).map(([k, v]) => k + " " + v).join(" · ")));
 }
 
 function renderEvents(st) {
