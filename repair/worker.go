@@ -574,20 +574,12 @@ func (w *Worker) estimate(j *job) float64 {
 	}
 	v := w.view()
 	total := 0.0
-	var method Method
 	for _, p := range m.Parts {
 		d, err := w.plan(v, m, p, j.lost, nil)
 		if err != nil {
 			return 0
 		}
 		total += d.Predicted
-		method = d.Task.Method
-	}
-	w.mu.Lock()
-	c, ok := w.calib[method]
-	w.mu.Unlock()
-	if ok {
-		total *= c
 	}
 	return total
 }

@@ -25,44 +25,86 @@ func runAdmin(ctx context.Context, args []string, stdout io.Writer) error {
 		"status": adminStatus,
 		"nodes":  adminNodes,
 	}
+	if len(args) >= 2 && args[0] == "repair" && args[1] == "watch" {
+		return adminRun(ctx, "repair watch", args[2:], stdout, adminRepairWatch)
+	}
+	if len(args) >= 2 && args[0] == "bucket" && args[1] == "set-code" {
+		return adminRun(ctx, "bucket set-code", args[2:], stdout, adminBucketSetCode)
+	}
 	if len(args) == 0 || sub[args[0]] == nil {
-		return usageErrorf("usage: regen admin <status|nodes> [--endpoint URL] [--json]")
+		return usageErrorf("%s", adminUsage)
 	}
 	return adminRun(ctx, args[0], args[1:], stdout, sub[args[0]])
 }
 
+const adminUsage = `usage: regen admin COMMAND [--endpoint URL] [--access-key K --secret-key S] [--json]
+
+commands:
+  status                     cluster summary and every node
+  nodes                      every node: role, state, address, shards, disk
+  repair watch               repair progress until nothing is degraded
+  bucket set-code BUCKET CODE  code for the bucket's new objects (e.g. clay-6-3; "" for the default)`
+
 func adminRun(ctx context.Context, name string, args []string, stdout io.Writer, fn func(context.Context, *adminClient, []string, io.Writer) error) error {
 	fs := flag.NewFlagSet("admin "+name, flag.ContinueOnError)
-	c := &adminClient{}
+	// The timeout bounds every call: a wrong endpoint that swallows
+	// packets must not hang the command.
+	c := &adminClient{hc: &http.Client{Timeout: 30 * time.Second}}
 	fs.StringVar(&c.endpoint, "endpoint", env("REGEN_ENDPOINT", "http://127.0.0.1:9000"), "gateway URL (REGEN_ENDPOINT)")
 	fs.StringVar(&c.accessKey, "access-key", env("REGEN_ACCESS_KEY", env("AWS_ACCESS_KEY_ID", defaultAccessKey)), "access key (REGEN_ACCESS_KEY, AWS_ACCESS_KEY_ID)")
 	fs.StringVar(&c.secretKey, "secret-key", env("REGEN_SECRET_KEY", env("AWS_SECRET_ACCESS_KEY", defaultSecretKey)), "secret key (REGEN_SECRET_KEY, AWS_SECRET_ACCESS_KEY)")
 	fs.StringVar(&c.region, "region", env("REGEN_REGION", "us-east-1"), "region (REGEN_REGION)")
 	jsonOut := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	// Flags may come before or after the positional arguments.
+	var pos []string
+	for {
+		fs.SetOutput(os.Stderr)
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if c.accessKey == "" || c.secretKey == "" {
+		return usageErrorf("no credentials: set --access-key and --secret-key (or REGEN_ACCESS_KEY and REGEN_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
 	}
 	u, err := url.Parse(c.endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageErrorf("--endpoint %q: want a URL like http://127.0.0.1:9000", c.endpoint)
 	}
 	c.json = *jsonOut
-	return fn(ctx, c, nil, stdout)
+	return fn(ctx, c, pos, stdout)
 }
 
 type adminClient struct {
 	endpoint, accessKey, secretKey, region string
 	json                                   bool
+	hc                                     *http.Client
 }
 
 // get fetches an admin resource, signed with SigV4 like any S3 request.
 func (c *adminClient) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.endpoint, "/")+gateway.AdminPrefix+path, nil)
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+func (c *adminClient) do(ctx context.Context, method, path string, query url.Values, out any) error {
+	u := strings.TrimRight(c.endpoint, "/") + gateway.AdminPrefix + path
+	if len(query) > 0 {
+		// SigV4 wants %20, not +, in the canonical query.
+		u += "?" + strings.ReplaceAll(query.Encode(), "+", "%20")
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return err
 	}
 	sigv4.Sign(req, c.accessKey, c.secretKey, c.region, time.Now(), "UNSIGNED-PAYLOAD")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.hc.Do(req)
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused") {
@@ -83,9 +125,38 @@ func (c *adminClient) get(ctx context.Context, path string, out any) error {
 			}
 			return fmt.Errorf("%s: %s", e.Code, e.Message)
 		}
-		return fmt.Errorf("gateway answered %s", resp.Status)
+		return fmt.Errorf("%s answered %s, not like a regen gateway (is --endpoint the S3 address of a gateway?)", c.endpoint, resp.Status)
 	}
-	return json.Unmarshal(body, out)
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%s answered something other than regen's admin JSON (is --endpoint the S3 address of a gateway?): %w", c.endpoint, err)
+	}
+	return nil
+}
+
+// adminBucketSetCode sets the code of a bucket's new objects.
+func adminBucketSetCode(ctx context.Context, c *adminClient, args []string, w io.Writer) error {
+	if len(args) != 2 {
+		return usageErrorf("usage: regen admin bucket set-code BUCKET CODE   (CODE like rs-6-3 or clay-6-3; \"\" for the cluster default)")
+	}
+	var res struct {
+		Bucket   string `json:"bucket"`
+		Code     string `json:"code"`
+		Previous string `json:"previous"`
+	}
+	if err := c.do(ctx, http.MethodPost, "bucket-code", url.Values{"bucket": {args[0]}, "code": {args[1]}}, &res); err != nil {
+		return err
+	}
+	if c.json {
+		return json.NewEncoder(w).Encode(res)
+	}
+	show := func(code string) string {
+		if code == "" {
+			return "the cluster default"
+		}
+		return code
+	}
+	fmt.Fprintf(w, "bucket %s: new objects use %s (was %s); existing objects keep their code\n", res.Bucket, show(res.Code), show(res.Previous))
+	return nil
 }
 
 func adminStatus(ctx context.Context, c *adminClient, _ []string, w io.Writer) error {
