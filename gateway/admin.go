@@ -209,8 +209,13 @@ func (g *Gateway) setBucketCode(ctx context.Context, c *fiber.Ctx, bucket, code 
 		return apiErr("InvalidArgument", "missing bucket")
 	}
 	if code != "" {
-		if _, err := g.layer.code(code); err != nil {
+		cc, err := g.layer.code(code)
+		if err != nil {
 			return apiErr("InvalidArgument", fmt.Sprintf("code %q: %v", code, err))
+		}
+		// A code wider than the cluster would fail every PUT.
+		if live, _ := g.layer.liveShards(); cc.TotalShards() > len(live) {
+			return apiErr("InvalidArgument", fmt.Sprintf("code %s needs %d shard servers; %d are live", code, cc.TotalShards(), len(live)))
 		}
 	}
 	b, err := g.layer.bucket(ctx, g.buckets, bucket)

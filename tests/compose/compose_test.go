@@ -184,9 +184,12 @@ func TestComposeCluster(t *testing.T) {
 		t.Log("repair worker not built: skipping the degraded=0 wait (admin status has no stripes.degraded)")
 		return
 	}
+	start := time.Now()
 	waitFor(t, 5*time.Minute, "admin status to report no degraded stripes", func() bool {
 		d, _ := degraded(c.status(t, 0))
 		return d == 0
 	})
+	t.Logf("repaired: admin status reports no degraded stripes %s after the check began", time.Since(start).Round(time.Second))
 	verify(down, "gateway2 after repair")
+	verify(up, "gateway1 after repair")
 }

@@ -30,6 +30,7 @@ export REGEN_ACCESS_KEY="ci-access" REGEN_SECRET_KEY="ci-secret-$(od -An -N8 -tx
 # Empty ports: Docker picks free host ports on 127.0.0.1.
 export REGEN_HOST_IP=127.0.0.1 REGEN_S3_PORT= REGEN_S3_PORT_2=
 export REGEN_LOG_FORMAT=text
+export REGEN_REPAIR_GRACE=5s
 dc=("${compose[@]}" -p "$project" -f "$PWD/docker-compose.yml")
 
 status=0
