@@ -39,7 +39,10 @@ func (f *repairFlags) worker(id string, log *slog.Logger, reg prometheus.Registe
 	cfg.NodeID, cfg.Logger = id, log.With("component", "repair")
 	cfg.Grace, cfg.ScanInterval, cfg.Workers = f.grace, f.scan, f.workers
 	cfg.Rate, cfg.ScrubRate, cfg.Method = f.rate, f.scrubRate, f.method
-	return repair.New(cfg, store, node, shardrpc.New(secret, nil), repair.Options{Metrics: reg})
+	// The executor's control requests answer only when a whole stripe
+	// group is rebuilt, so they use the client without a response timeout.
+	exec := repair.NewExecutor(shardrpc.New(secret, shardrpc.NewRepairHTTPClient(nil)), cfg.Logger)
+	return repair.New(cfg, store, node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec})
 }
 
 // requireSecret guards h with the cluster secret, like the shard API.
