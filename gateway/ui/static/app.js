@@ -110,7 +110,7 @@ function renderRepair(st) {
   // The worker names methods in detail (pull-rep, push-sur, core, ...);
   // the mix groups them by family.
   const methods = {};
-  for (const [name, n] of Object.entries(r.methods || {})) {
+  for (const [name, n] of Object.entries(r.by_method || r.methods || {})) {
     const family = name.split("-")[0].toUpperCase();
     methods[family] = (methods[family] || 0) + n;
   }
@@ -123,7 +123,7 @@ function renderRepair(st) {
     bar(["CORE", "PUSH", "PULL"].map(m => ({ cls: m, value: methods[m] || 0 }))),
     el("div", { class: "legend" }, ...["CORE", "PUSH", "PULL"].map(m =>
       el("span", {}, el("i", { style: "background:var(--" + m.toLowerCase() + ")" }), m + " " + (methods[m] || 0)))),
-    el("div", { class: "muted" }, Object.entries(r.methods || {}).map(([k, v]) => k + " " + v).join(" · ")));
+    el("div", { class: "muted" }, Object.entries(r.by_method || r.methods || {}).map(([k, v]) => k + " " + v).join(" · ")));
 }
 
 function renderEvents(st) {
