@@ -177,11 +177,11 @@ func TestComposeCluster(t *testing.T) {
 	verify(up, "gateway1 with shard4 and shard9 dead")
 	t.Logf("every object byte-exact through both gateways with two shard servers dead")
 
-	// Once the repair worker exists, the gateway reports stripes.degraded
-	// and the cluster must heal itself to zero; until then there is
-	// nothing to wait for.
+	// A gateway whose shard API reports repair status has
+	// stripes.degraded, and the cluster must heal itself to zero; without
+	// it there is nothing to wait for.
 	if _, ok := degraded(c.status(t, 0)); !ok {
-		t.Log("repair worker not built: skipping the degraded=0 wait (admin status has no stripes.degraded)")
+		t.Log("the gateway reports no repair status (no stripes.degraded in admin status): skipping the degraded=0 wait")
 		return
 	}
 	start := time.Now()
