@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -130,5 +131,36 @@ func TestEventLogBounded(t *testing.T) {
 	got := l.recent()
 	if len(got) != eventLogSize || len(got[0].Detail) != 10 || len(got[len(got)-1].Detail) != eventLogSize+9 {
 		t.Fatalf("ring kept %d events, first %d, last %d", len(got), len(got[0].Detail), len(got[len(got)-1].Detail))
+	}
+}
+
+// Every S3 request leaves one log line carrying the request ID the client
+// was given in x-amz-request-id.
+func TestAccessLogCarriesRequestID(t *testing.T) {
+	var buf strings.Builder
+	cfg := DefaultConfig()
+	cfg.NodeID = "gw-test"
+	cfg.Credentials = map[string]string{"admin": "s3cret"}
+	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+	g, err := New(cfg, nil, fakeMembers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/photos/cat.jpg", nil)
+	sigv4.Sign(req, "admin", "wrong-secret", "us-east-1", time.Now(), sigv4.UnsignedPayload)
+	resp, _ := do(t, g, req)
+	id := resp.Header.Get("x-amz-request-id")
+	var line struct {
+		Msg       string `json:"msg"`
+		RequestID string `json:"request_id"`
+		Status    int    `json:"status"`
+		Bucket    string `json:"bucket"`
+		Key       string `json:"key"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(buf.String())), &line); err != nil {
+		t.Fatalf("want one JSON log line, got %q: %v", buf.String(), err)
+	}
+	if id == "" || line.Msg != "request" || line.RequestID != id || line.Status != resp.StatusCode || line.Bucket != "photos" || line.Key != "cat.jpg" {
+		t.Fatalf("log line %+v does not match the response (request id %q, status %d)", line, id, resp.StatusCode)
 	}
 }
