@@ -228,6 +228,16 @@ func (l *localShard) readAt(dst []byte, off int64) error {
 	bs := int64(l.sf.hdr.blockSize)
 	for len(dst) > 0 {
 		i := off / bs
+		if n := min(bs, l.sf.size-off); off == i*bs && n > 0 && int64(len(dst)) >= n+blockCRCSize {
+			// Whole block with room behind it: read it (and its CRC,
+			// which lands where the next block goes) straight into dst,
+			// saving a copy through the block buffer.
+			if _, err := l.sf.block(i, dst[:n+blockCRCSize]); err != nil {
+				return err
+			}
+			dst, off = dst[n:], off+n
+			continue
+		}
 		if i != l.cached {
 			d, err := l.sf.block(i, l.buf)
 			if err != nil {
@@ -271,19 +281,19 @@ func (r *report) stored(t shardrpc.RepairTarget) {
 // sink is a stream to a downstream server (a rebuilt shard's store, or
 // the next PUSH hop), written through a pipe that the call reads.
 type sink struct {
-	pw   *io.PipeWriter
+	pw   *slicePipeWriter
 	n    atomic.Int64
 	done chan struct{} // closed when the call has returned; err is set
 	err  error
 }
 
-func newSink() (*sink, *io.PipeReader) {
-	pr, pw := io.Pipe()
+func newSink() (*sink, *slicePipeReader) {
+	pr, pw := newSlicePipe()
 	return &sink{pw: pw, done: make(chan struct{})}, pr
 }
 
 // end records the downstream call's outcome.
-func (k *sink) end(pr *io.PipeReader, err error) {
+func (k *sink) end(pr *slicePipeReader, err error) {
 	k.err = err
 	pr.CloseWithError(errOr(err, io.ErrClosedPipe))
 	close(k.done)

@@ -87,7 +87,7 @@ func (s *Server) runPush(ctx context.Context, req shardrpc.PushRequest, body io.
 	if last {
 		sinks, closeAll = s.openSinks(ctx, g, req.Targets, method, rep)
 	} else {
-		var pr *io.PipeReader
+		var pr *slicePipeReader
 		next, pr = newSink()
 		nreq := req
 		nreq.Pos++

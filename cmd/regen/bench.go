@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,14 +53,22 @@ type BenchRow struct {
 	Seconds    float64 `json:"seconds"`
 	// MBps is bytes_lost / seconds (recovery throughput).
 	MBps float64 `json:"mb_per_s"`
-	// CPUPerGB is CPU seconds of all shard servers per GB rebuilt.
+	// CPUPerGB is CPU seconds of all shard servers per GB rebuilt, less
+	// their idle CPU (gossip, timers) over the same wall time.
 	CPUPerGB float64 `json:"cpu_s_per_gb"`
+	// Runs is how many times the method ran; Seconds, MBps and CPUPerGB
+	// are medians, SecondsAll every run's time.
+	// Cores is the servers' CPU seconds per wall second (of this
+	// machine's cores): well below the core count means not CPU-bound.
+	Cores      float64   `json:"cpu_cores"`
+	Runs       int       `json:"runs"`
+	SecondsAll []float64 `json:"seconds_all,omitempty"`
 }
 
 type benchFlags struct {
 	codes, failures, methods, srus listFlag
 	netLimit, dataPerNode, chunk   string
-	parallel                       int
+	parallel, runs, groupStripes   int
 	json                           bool
 	dir                            string
 }
@@ -70,10 +80,13 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 	fs.Var(&f.failures, "failures", "lost shards per stripe group t, comma-separated (default 1)")
 	fs.Var(&f.methods, "methods", "methods, comma-separated (default pull-rep,pull-sur,push-rep,push-sur,core)")
 	fs.Var(&f.srus, "sru", "slice sizes, comma-separated, e.g. 64KiB,128KiB,256KiB (default 256KiB)")
-	fs.StringVar(&f.netLimit, "net-limit", "125MB", "per-server network cap per direction (125MB emulates 1 Gb/s; 0 = none)")
-	fs.StringVar(&f.dataPerNode, "data-per-node", "64MiB", "shard data each of the n placement servers holds")
+	fs.StringVar(&f.netLimit, "net-limit", "12.5MB", "per-server network cap per direction (12.5MB = 100 Mb/s: the papers' 1 Gb/s scaled by 1/10, "+
+		"because ~20 server processes share this machine's cores; 125MB = 1 Gb/s; 0 = none)")
+	fs.StringVar(&f.dataPerNode, "data-per-node", "32MiB", "shard data each of the n placement servers holds")
 	fs.StringVar(&f.chunk, "chunk", "1MiB", "shard chunk of a full stripe")
+	fs.IntVar(&f.groupStripes, "group-stripes", 16, "stripes per stripe group (one shard file per server per group)")
 	fs.IntVar(&f.parallel, "parallel", 2, "stripe groups repaired at once")
+	fs.IntVar(&f.runs, "runs", 1, "repeat every method this often (interleaved) and report medians")
 	fs.BoolVar(&f.json, "json", false, "print one JSON row per measurement instead of a table")
 	fs.StringVar(&f.dir, "dir", "", "data directory for the bench cluster (default: a temp dir, removed)")
 	if err := parseFlags(fs, args); err != nil {
@@ -121,8 +134,8 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 	if err1 != nil || err2 != nil || err3 != nil || perNode <= 0 || chunk <= 0 {
 		return usageErrorf("bad --net-limit, --data-per-node or --chunk")
 	}
-	if f.parallel < 1 {
-		return usageErrorf("--parallel must be at least 1")
+	if f.parallel < 1 || f.runs < 1 || f.groupStripes < 1 {
+		return usageErrorf("--parallel, --runs and --group-stripes must be at least 1")
 	}
 	dir := f.dir
 	if dir == "" {
@@ -262,9 +275,9 @@ func benchOne(ctx context.Context, stdout io.Writer, dir string, c codec.Code, t
 	}
 	placement, spares := bc.nodes[:n], bc.nodes[n:]
 
-	// Stripe groups of 8 stripes; enough groups that every placement
-	// server holds about perNode bytes.
-	stripesPer := int64(8)
+	// Stripe groups of --group-stripes stripes; enough groups that every
+	// placement server holds about perNode bytes.
+	stripesPer := int64(f.groupStripes)
 	partSize := int64(k) * chunk * stripesPer
 	groups := max(1, int((perNode+chunk*stripesPer-1)/(chunk*stripesPer)))
 	targets := make([]stripe.Target, n)
@@ -304,77 +317,101 @@ func benchOne(ctx context.Context, stdout io.Writer, dir string, c codec.Code, t
 	for i := t; i < len(bc.procs); i++ {
 		pids = append(pids, bc.procs[i].Process.Pid)
 	}
+	// Idle CPU of the live servers (gossip, timers), subtracted from each
+	// measurement so CPU s/GB counts the repair's work only.
+	idle0, idleT := cpuSeconds(pids), time.Now()
+	time.Sleep(2 * time.Second)
+	idleRate := (cpuSeconds(pids) - idle0) / time.Since(idleT).Seconds()
+
 	exec := repair.NewExecutor(client, nil)
-	var rows []BenchRow
-	for _, sru := range srus {
-		for _, meth := range methods {
-			var bar *progressbar.ProgressBar
-			if !f.json {
-				bar = progressbar.NewOptions(groups, progressbar.OptionSetDescription(fmt.Sprintf("%-8s sru %4d KiB", meth, sru>>10)),
-					progressbar.OptionSetWriter(os.Stderr), progressbar.OptionClearOnFinish())
-			}
-			row := BenchRow{Method: string(meth), Code: c.Name(), N: n, K: k, T: t, SRU: sru, NetLimit: limit, BytesLost: int64(groups*t) * shardSize}
-			cpu0 := cpuSeconds(pids)
-			start := time.Now()
-			eg, gctx := errgroup.WithContext(ctx)
-			eg.SetLimit(f.parallel)
-			var (
-				moved  atomic.Int64
-				mu     sync.Mutex
-				nodeIn = map[string]int64{}
-			)
-			for g := range groups {
-				eg.Go(func() error {
-					task := tasks[g]
-					task.Lost, task.Method, task.SRU = lost, meth, sru
-					task.Dest = map[int]repair.Node{}
-					for j, l := range lost {
-						task.Dest[l] = spares[j]
-					}
-					res, err := exec.Run(gctx, task)
-					if err != nil {
-						return err
-					}
-					moved.Add(res.BytesMoved)
-					mu.Lock()
-					for id, b := range res.NodeIn {
-						nodeIn[id] += b
-					}
-					mu.Unlock()
-					if bar != nil {
-						bar.Add(1)
-					}
-					return nil
-				})
-			}
-			if err := eg.Wait(); err != nil {
-				return rows, fmt.Errorf("%s %s t=%d: %w", c.Name(), meth, t, err)
-			}
-			row.Seconds = time.Since(start).Seconds()
-			cpu := cpuSeconds(pids) - cpu0
-			if bar != nil {
-				bar.Finish()
-			}
-			row.BytesMoved = moved.Load()
-			for _, b := range nodeIn {
-				row.MaxNodeIn = max(row.MaxNodeIn, b)
-			}
-			row.MBps = float64(row.BytesLost) / 1e6 / row.Seconds
-			row.CPUPerGB = cpu / (float64(row.BytesLost) / 1e9)
-			// Verify every rebuilt shard (size and CRC-32C of its data,
-			// which the server computed from the bytes on disk), then
-			// remove it for the next method.
-			for _, task := range tasks {
+	// measure runs meth once and returns its row (Runs 1).
+	measure := func(meth repair.Method, sru int) (BenchRow, error) {
+		var bar *progressbar.ProgressBar
+		if !f.json {
+			bar = progressbar.NewOptions(groups, progressbar.OptionSetDescription(fmt.Sprintf("%-8s sru %4d KiB", meth, sru>>10)),
+				progressbar.OptionSetWriter(os.Stderr), progressbar.OptionClearOnFinish())
+		}
+		row := BenchRow{Method: string(meth), Code: c.Name(), N: n, K: k, T: t, SRU: sru, NetLimit: limit, BytesLost: int64(groups*t) * shardSize, Runs: 1}
+		cpu0 := cpuSeconds(pids)
+		start := time.Now()
+		eg, gctx := errgroup.WithContext(ctx)
+		eg.SetLimit(f.parallel)
+		var (
+			moved  atomic.Int64
+			mu     sync.Mutex
+			nodeIn = map[string]int64{}
+		)
+		for g := range groups {
+			eg.Go(func() error {
+				task := tasks[g]
+				task.Lost, task.Method, task.SRU = lost, meth, sru
+				task.Dest = map[int]repair.Node{}
 				for j, l := range lost {
-					info, err := client.StatShard(ctx, spares[j].Addr, task.FileID, l)
-					if err != nil || info.Size != shardSize || info.CRC != task.ShardCRC[l] {
-						return rows, fmt.Errorf("%s %s: rebuilt shard %s.%d is wrong: %+v, %v", c.Name(), meth, task.FileID, l, info, err)
-					}
-					if err := client.DeleteShard(ctx, spares[j].Addr, task.FileID, l); err != nil {
-						return rows, err
-					}
+					task.Dest[l] = spares[j]
+				}
+				res, err := exec.Run(gctx, task)
+				if err != nil {
+					return err
+				}
+				moved.Add(res.BytesMoved)
+				mu.Lock()
+				for id, b := range res.NodeIn {
+					nodeIn[id] += b
+				}
+				mu.Unlock()
+				if bar != nil {
+					bar.Add(1)
+				}
+				return nil
+			})
+		}
+		if err := eg.Wait(); err != nil {
+			return row, fmt.Errorf("%s %s t=%d: %w", c.Name(), meth, t, err)
+		}
+		row.Seconds = time.Since(start).Seconds()
+		cpu := max(0, cpuSeconds(pids)-cpu0-idleRate*row.Seconds)
+		if bar != nil {
+			bar.Finish()
+		}
+		row.BytesMoved = moved.Load()
+		for _, b := range nodeIn {
+			row.MaxNodeIn = max(row.MaxNodeIn, b)
+		}
+		row.MBps = float64(row.BytesLost) / 1e6 / row.Seconds
+		row.CPUPerGB = cpu / (float64(row.BytesLost) / 1e9)
+		row.Cores = cpu / row.Seconds
+		// Verify every rebuilt shard (size and CRC-32C of its data,
+		// which the server computed from the bytes on disk), then
+		// remove it for the next method.
+		for _, task := range tasks {
+			for j, l := range lost {
+				info, err := client.StatShard(ctx, spares[j].Addr, task.FileID, l)
+				if err != nil || info.Size != shardSize || info.CRC != task.ShardCRC[l] {
+					return row, fmt.Errorf("%s %s: rebuilt shard %s.%d is wrong: %+v, %v", c.Name(), meth, task.FileID, l, info, err)
+				}
+				if err := client.DeleteShard(ctx, spares[j].Addr, task.FileID, l); err != nil {
+					return row, err
 				}
 			}
+		}
+		return row, nil
+	}
+	var rows []BenchRow
+	for _, sru := range srus {
+		// NB: runs interleave the methods, so a change in the machine's
+		// load hits every method alike rather than one method's runs.
+		all := make([][]BenchRow, len(methods))
+		for range f.runs {
+			for i, meth := range methods {
+				r, err := measure(meth, sru)
+				if err != nil {
+					return rows, err
+				}
+				all[i] = append(all[i], r)
+			}
+		}
+		for _, rs := range all {
+			row := medianRow(rs)
 			rows = append(rows, row)
 			if f.json {
 				b, _ := json.Marshal(row)
@@ -383,6 +420,31 @@ func benchOne(ctx context.Context, stdout io.Writer, dir string, c codec.Code, t
 		}
 	}
 	return rows, nil
+}
+
+// medianRow is rs[0] with the median time, throughput and CPU of rs.
+func medianRow(rs []BenchRow) BenchRow {
+	med := func(get func(BenchRow) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = get(r)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	row := rs[0]
+	row.Runs = len(rs)
+	row.Seconds = med(func(r BenchRow) float64 { return r.Seconds })
+	row.CPUPerGB = med(func(r BenchRow) float64 { return r.CPUPerGB })
+	row.Cores = med(func(r BenchRow) float64 { return r.Cores })
+	row.MBps = float64(row.BytesLost) / 1e6 / row.Seconds
+	for _, r := range rs {
+		row.SecondsAll = append(row.SecondsAll, math.Round(r.Seconds*1000)/1000)
+	}
+	return row
 }
 
 // randReader yields pseudo-random bytes fast (the content does not matter,

@@ -30,11 +30,16 @@ type Limiter struct {
 	burst   int
 }
 
-// burstFor is the bucket depth: about 2 ms of traffic, at least 64 KiB, so
-// that the cap holds over short intervals yet one write of a slice is
-// never split into hundreds of waits.
+// burstFor is the bucket depth: about 20 ms of traffic, at least 128 KiB.
+// A deeper bucket than the former 2 ms matters on a loaded machine: a
+// goroutine that wakes late from its wait finds the tokens of the lost
+// time still in the bucket, up to its depth; with a 2 ms bucket every
+// oversleep beyond 2 ms was bandwidth lost for good, so a busy CPU made
+// the emulated link slower than its rate, and more so for single-stream
+// patterns (a PUSH chain) than for many streams sharing one bucket (PULL).
+// Not deeper still: the first burst of every transfer goes unthrottled.
 func burstFor(bytesPerSec int64) int {
-	return int(max(64<<10, bytesPerSec/500))
+	return int(max(128<<10, bytesPerSec/50))
 }
 
 // New returns a Limiter of bytesPerSec per direction; 0 means unlimited.

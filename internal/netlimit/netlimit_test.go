@@ -59,7 +59,8 @@ func TestRate(t *testing.T) {
 		t.Fatalf("got %d bytes", n)
 	}
 	// 4 MiB at 8 MiB/s: 0.5 s, less the initial burst.
-	if el < 400*time.Millisecond || el > 2*time.Second {
+	lo := time.Duration(float64(4<<20-burstFor(rate)) / rate * 0.9 * float64(time.Second))
+	if el < lo || el > 2*time.Second {
 		t.Errorf("4 MiB took %v at 8 MiB/s", el)
 	}
 }

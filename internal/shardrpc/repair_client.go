@@ -32,10 +32,13 @@ func NewRepairHTTPClient(dial DialFunc) *http.Client {
 		MaxIdleConnsPerHost: 128,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
-		// NB: bigger socket-side buffers than the 4 KiB default, so a
-		// stream moves in slice-sized writes, not thousands of syscalls.
-		WriteBufferSize: 256 << 10,
-		ReadBufferSize:  256 << 10,
+		// NB: small bufio buffers on purpose. Repair streams move in
+		// slice-sized (64 KiB+) writes and reads; bufio passes a large
+		// write or read straight through only when its buffer is empty,
+		// so a 256 KiB buffer made every chunk one extra memmove (the
+		// chunk header sits in the buffer, the slice is copied behind it).
+		WriteBufferSize: 8 << 10,
+		ReadBufferSize:  8 << 10,
 	}}
 }
 
