@@ -145,6 +145,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	mc := memberlist.DefaultLANConfig()
 	if cfg.Profile == "local" {
 		mc = memberlist.DefaultLocalConfig()
+		// memberlist's local profile expects an ack within 200 ms; a dev
+		// cluster of a dozen processes on two busy cores misses that and
+		// flaps nodes dead and alive. 500 ms and one more suspicion round
+		// still declare a killed server dead in about five seconds.
+		mc.ProbeTimeout = 500 * time.Millisecond
+		mc.SuspicionMult = 4
 	}
 	mc.Name = cfg.NodeID
 	mc.BindAddr = cfg.BindAddr
