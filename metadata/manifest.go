@@ -160,8 +160,9 @@ type Bucket struct {
 	Code string `json:"code,omitempty"`
 }
 
-// ListEntry is one row of a shard server's listing: a key's newest manifest
-// summary, or a common prefix when a delimiter was given.
+// ListEntry is one row of a shard server's listing: a key's current manifest
+// summary (with its previous versions), or a common prefix when a delimiter
+// was given.
 type ListEntry struct {
 	Key          string    `json:"key,omitempty"`
 	Prefix       string    `json:"prefix,omitempty"` // set for a common prefix
@@ -173,4 +174,9 @@ type ListEntry struct {
 	Modified     time.Time `json:"modified"`
 	// Code lets a merging reader know how many copies confirm a version.
 	Code string `json:"code,omitempty"`
+	// Previous summarises the key's previous versions on this server (see
+	// Store.Versions), newest first, so a merging reader counts them as
+	// votes too: a failed overwrite must not hide the version it failed
+	// to replace.
+	Previous []ListEntry `json:"previous,omitempty"`
 }

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -73,15 +74,23 @@ type Stats struct {
 // PutResult reports what PutManifest did.
 type PutResult struct {
 	// Stored is true when the manifest was newer than the stored one and
-	// replaced it (or nothing was stored).
+	// became current (or nothing was stored).
 	Stored bool
+	// Kept is true when the manifest was older than the current one (its
+	// write lost a race) and is kept as a previous version.
+	Kept bool
 	// Current is the manifest now current for the key (it may alias the
 	// argument when Stored). Never nil after a successful call.
 	Current *Manifest
 	// Replaced is the manifest the new one replaced, nil when Stored is
-	// false or nothing was stored. Its shard files may now be garbage; the
-	// caller decides (after a delay, so in-flight reads of it finish).
+	// false or nothing was stored. It is kept as a previous version: its
+	// shard files stay until the replacement is confirmed.
 	Replaced *Manifest
+	// Dropped are the previous versions pushed out by MaxPrevious (the
+	// argument itself when it is older than all of them). Their shard files
+	// may now be garbage; the caller decides (after a delay, so in-flight
+	// reads of them finish).
+	Dropped []*Manifest
 }
 
 // ObjectRef names one object.
@@ -119,8 +128,13 @@ func (s *Store) Close() error {
 
 // PutManifest stores m if it is newer (by Version) than the manifest stored
 // for its (bucket, key), so replicas converge whatever order writes arrive
-// in. A tombstone (Deleted) is stored like any other manifest. An equal
-// version is not stored again, which makes retries idempotent.
+// in. A tombstone (Deleted) is stored like any other manifest. A version
+// already held (current or previous) is not stored again, which makes
+// retries idempotent.
+//
+// Nothing is discarded on the spot (see Versions): the replaced manifest
+// becomes a previous version, and an older m is kept as one, because
+// neither write is known to have reached a quorum yet.
 func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error) {
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
@@ -128,61 +142,31 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 	if err := m.Validate(); err != nil {
 		return PutResult{}, err
 	}
-	mk := manifestKey(m.Bucket, m.Key)
-	unlock := s.lockKey(mk)
+	unlock := s.lockKey(manifestKey(m.Bucket, m.Key))
 	defer unlock()
 
-	cur, err := s.getManifest(m.Bucket, m.Key)
+	cur, prev, err := s.versionsLocked(m.Bucket, m.Key)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return PutResult{}, err
 	}
-	if !m.Newer(cur) {
+	if holdsVersion(m.Version, cur, prev) {
 		return PutResult{Stored: false, Current: cur}, nil
 	}
-
-	b := s.db.NewBatch()
-	defer b.Close()
-	val, err := encodeManifest(m)
-	if err != nil {
+	if !m.Newer(cur) {
+		kept, dropped := withPrevious(prev, m)
+		if err := s.writeVersions(m.Bucket, m.Key, cur, prev, cur, kept); err != nil {
+			return PutResult{}, err
+		}
+		return PutResult{Kept: !slices.Contains(dropped, m), Current: cur, Dropped: dropped}, nil
+	}
+	kept, dropped := prev, []*Manifest(nil)
+	if cur != nil {
+		kept, dropped = withPrevious(prev, cur)
+	}
+	if err := s.writeVersions(m.Bucket, m.Key, cur, prev, m, kept); err != nil {
 		return PutResult{}, err
 	}
-	if err := b.Set(mk, val, nil); err != nil {
-		return PutResult{}, fmt.Errorf("metadata: put manifest: %w", err)
-	}
-	ik := inlineKey(m.Bucket, m.Key)
-	if len(m.Inline) > 0 {
-		err = b.Set(ik, m.Inline, nil)
-	} else if cur != nil && len(cur.Inline) > 0 {
-		err = b.Delete(ik, nil)
-	}
-	if err != nil {
-		return PutResult{}, fmt.Errorf("metadata: put manifest: %w", err)
-	}
-	keep := make(map[string]bool, len(m.Parts))
-	for _, p := range m.Parts {
-		keep[p.ID] = true
-		if err := b.Set(partKey(p.ID, m.Bucket, m.Key), nil, nil); err != nil {
-			return PutResult{}, fmt.Errorf("metadata: put manifest: %w", err)
-		}
-	}
-	if cur != nil {
-		for _, p := range cur.Parts {
-			if !keep[p.ID] {
-				if err := b.Delete(partKey(p.ID, m.Bucket, m.Key), nil); err != nil {
-					return PutResult{}, fmt.Errorf("metadata: put manifest: %w", err)
-				}
-			}
-		}
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return PutResult{}, fmt.Errorf("metadata: commit manifest %s/%s: %w", m.Bucket, m.Key, err)
-	}
-
-	s.mu.Lock()
-	s.mu.stats.add(cur, -1, s.nodeID)
-	s.mu.stats.add(m, +1, s.nodeID)
-	s.mu.Unlock()
-	return PutResult{Stored: true, Current: m, Replaced: cur}, nil
+	return PutResult{Stored: true, Current: m, Replaced: cur, Dropped: dropped}, nil
 }
 
 // GetManifest returns the current manifest of (bucket, key), a tombstone

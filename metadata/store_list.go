@@ -110,7 +110,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]ListEntry, bool, error
 				continue
 			}
 		}
-		e, err := listEntry(string(key), it.Value())
+		e, err := s.listEntry(q.Bucket, string(key), it.Value())
 		if err != nil {
 			return nil, false, err
 		}
@@ -144,11 +144,24 @@ func (s *Store) liveUnder(it *pebble.Iterator, base []byte, cp string) (bool, er
 	return false, it.Error()
 }
 
-func listEntry(key string, val []byte) (ListEntry, error) {
+// listEntry summarises the current manifest value val of key, with the
+// key's previous versions when it has any.
+func (s *Store) listEntry(bucket, key string, val []byte) (ListEntry, error) {
 	m, err := decodeManifest(val)
 	if err != nil {
 		return ListEntry{}, fmt.Errorf("%w: manifest %q: %w", ErrCorruptRecord, key, err)
 	}
+	e := summary(key, m)
+	if val[1]&flagPrevious != 0 {
+		if e.Previous, err = s.previousEntries(bucket, key); err != nil {
+			return ListEntry{}, err
+		}
+	}
+	return e, nil
+}
+
+// summary is the listing row of manifest m of key.
+func summary(key string, m *Manifest) ListEntry {
 	return ListEntry{
 		Key:          key,
 		Version:      m.Version,
@@ -158,5 +171,5 @@ func listEntry(key string, val []byte) (ListEntry, error) {
 		StorageClass: m.StorageClass,
 		Modified:     m.Modified,
 		Code:         m.Code,
-	}, nil
+	}
 }

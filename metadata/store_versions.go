@@ -1,0 +1,413 @@
+package metadata
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Previous versions.
+//
+// A store keeps, beside the current manifest of a key, a few previous
+// versions: the manifests the current one replaced, and older manifests
+// that arrived after a newer one (writes that lost a race). Their shard
+// files stay on disk and they count as votes for readers, because a
+// replacement is not safe until it is confirmed: a write that reached only
+// some servers (a gateway crash, a partition) must not make them drop the
+// version that was acknowledged before it. The shard server decides when a
+// previous version may go (DropPrevious, once the current version is held by
+// a write quorum) or when the current one failed and is undone (RollBack).
+//
+// Invariant: every previous version is older than the current one, and a
+// key has previous versions only while it has a current manifest. Every
+// part of the current and previous versions is in the part index, so GC and
+// the orphan sweep keep their shard files.
+//
+// Keys (namespaces 'v' and 'c' are unused elsewhere, see store_keys.go):
+//
+//	'v' esc(bucket) esc(key) ts(8, BE) writer          previous version (JSON, inline data included)
+//	'c' due(8, BE ns) esc(bucket) esc(key) version     confirm job (JSON ConfirmJob)
+const (
+	nsPrevious byte = 'v'
+	nsConfirm  byte = 'c'
+
+	// flagPrevious marks a current manifest value whose key has previous
+	// versions, so listing looks them up only then.
+	flagPrevious byte = 1 << 2
+)
+
+// MaxPrevious bounds the previous versions kept per key. When a write would
+// keep more, the oldest is dropped (and returned, so its shards can be
+// collected). It takes MaxPrevious failed or unconfirmed overwrites of one
+// key within one confirmation round to push out an acknowledged version.
+const MaxPrevious = 4
+
+func previousPrefix(bucket, key string) []byte {
+	return appendEscaped(bucketPrefix(nsPrevious, bucket), key)
+}
+
+func previousKey(bucket, key string, v Version) []byte {
+	k := binary.BigEndian.AppendUint64(previousPrefix(bucket, key), uint64(v.TS))
+	return append(k, v.Writer...)
+}
+
+// Versions returns the current manifest of (bucket, key) and its previous
+// versions, newest first. cur is nil and err ErrNotFound when the store holds
+// no version of the key.
+func (s *Store) Versions(ctx context.Context, bucket, key string) (cur *Manifest, prev []*Manifest, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	cur, err = s.getManifest(bucket, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	prev, err = s.previous(bucket, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cur, prev, nil
+}
+
+// DropPrevious drops the previous versions of (bucket, key) older than upTo
+// and returns them; their shard files may now be garbage. The caller has
+// established that a version at least as new as upTo is safe (held by a
+// write quorum).
+func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Version) ([]*Manifest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	unlock := s.lockKey(manifestKey(bucket, key))
+	defer unlock()
+	cur, prev, err := s.versionsLocked(bucket, key)
+	if err != nil || len(prev) == 0 {
+		return nil, ignoreNotFound(err)
+	}
+	var keep, dropped []*Manifest
+	for _, p := range prev {
+		if p.Version.Less(upTo) {
+			dropped = append(dropped, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	if len(dropped) == 0 {
+		return nil, nil
+	}
+	if err := s.writeVersions(bucket, key, cur, prev, cur, keep); err != nil {
+		return nil, err
+	}
+	return dropped, nil
+}
+
+// RollBack undoes a failed write: if the current manifest of (bucket, key)
+// is version failed, the newest previous version becomes current again (or,
+// with none, the key is removed) and the failed manifest is returned; its
+// shard files may now be garbage. Otherwise it does nothing and returns nil.
+// The caller has established that failed cannot have been acknowledged.
+func (s *Store) RollBack(ctx context.Context, bucket, key string, failed Version) (*Manifest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	unlock := s.lockKey(manifestKey(bucket, key))
+	defer unlock()
+	cur, prev, err := s.versionsLocked(bucket, key)
+	if err != nil || cur.Version != failed {
+		return nil, ignoreNotFound(err)
+	}
+	var next *Manifest
+	var rest []*Manifest
+	if len(prev) > 0 {
+		next, rest = prev[0], prev[1:]
+	}
+	if err := s.writeVersions(bucket, key, cur, prev, next, rest); err != nil {
+		return nil, err
+	}
+	return cur, nil
+}
+
+func ignoreNotFound(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// versionsLocked is Versions for a caller holding the key's lock.
+func (s *Store) versionsLocked(bucket, key string) (*Manifest, []*Manifest, error) {
+	cur, err := s.getManifest(bucket, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	prev, err := s.previous(bucket, key)
+	return cur, prev, err
+}
+
+// previous returns the previous versions of (bucket, key), newest first.
+func (s *Store) previous(bucket, key string) ([]*Manifest, error) {
+	pre := previousPrefix(bucket, key)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: prefixSuccessor(pre)})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: previous versions: %w", err)
+	}
+	defer it.Close()
+	var out []*Manifest
+	for valid := it.Last(); valid; valid = it.Prev() {
+		m := new(Manifest)
+		if err := decodeValue(it.Value(), m); err != nil {
+			return nil, fmt.Errorf("%w: previous version of %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+		}
+		out = append(out, m)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("metadata: previous versions: %w", err)
+	}
+	return out, nil
+}
+
+// withPrevious returns prev with m added, newest first, capped at
+// MaxPrevious, and the versions the cap pushed out (possibly m itself).
+func withPrevious(prev []*Manifest, m *Manifest) (kept, dropped []*Manifest) {
+	all := append(slices.Clone(prev), m)
+	slices.SortFunc(all, func(a, b *Manifest) int {
+		switch {
+		case b.Version.Less(a.Version):
+			return -1
+		case a.Version.Less(b.Version):
+			return 1
+		}
+		return 0
+	})
+	if len(all) > MaxPrevious {
+		return all[:MaxPrevious], all[MaxPrevious:]
+	}
+	return all, nil
+}
+
+// holds reports whether m's version is among cur and prev.
+func holdsVersion(v Version, cur *Manifest, prev []*Manifest) bool {
+	if cur != nil && cur.Version == v {
+		return true
+	}
+	for _, p := range prev {
+		if p.Version == v {
+			return true
+		}
+	}
+	return false
+}
+
+// writeVersions moves (bucket, key) from state (oldCur, oldPrev) to
+// (newCur, newPrev) in one synced batch: the current record and its inline
+// data, the previous-version records, and the part index (every part of
+// every version kept). The caller holds the key's lock.
+func (s *Store) writeVersions(bucket, key string, oldCur *Manifest, oldPrev []*Manifest, newCur *Manifest, newPrev []*Manifest) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	fail := func(err error) error { return fmt.Errorf("metadata: write versions of %s/%s: %w", bucket, key, err) }
+
+	mk, ik := manifestKey(bucket, key), inlineKey(bucket, key)
+	switch {
+	case newCur == nil:
+		if err := b.Delete(mk, nil); err != nil {
+			return fail(err)
+		}
+		if err := b.Delete(ik, nil); err != nil {
+			return fail(err)
+		}
+	default:
+		val, err := encodeManifest(newCur)
+		if err != nil {
+			return err
+		}
+		if len(newPrev) > 0 {
+			val[1] |= flagPrevious
+		}
+		if err := b.Set(mk, val, nil); err != nil {
+			return fail(err)
+		}
+		if len(newCur.Inline) > 0 {
+			err = b.Set(ik, newCur.Inline, nil)
+		} else if oldCur != nil && len(oldCur.Inline) > 0 {
+			err = b.Delete(ik, nil)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+
+	keepPrev := map[Version]bool{}
+	for _, p := range newPrev {
+		keepPrev[p.Version] = true
+		if holdsVersion(p.Version, nil, oldPrev) {
+			continue
+		}
+		val, err := encodeValue(prevFlags(p), p)
+		if err != nil {
+			return err
+		}
+		if err := b.Set(previousKey(bucket, key, p.Version), val, nil); err != nil {
+			return fail(err)
+		}
+	}
+	for _, p := range oldPrev {
+		if !keepPrev[p.Version] {
+			if err := b.Delete(previousKey(bucket, key, p.Version), nil); err != nil {
+				return fail(err)
+			}
+		}
+	}
+
+	keepParts := map[string]bool{}
+	for _, m := range append([]*Manifest{newCur}, newPrev...) {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.Parts {
+			if !keepParts[p.ID] {
+				keepParts[p.ID] = true
+				if err := b.Set(partKey(p.ID, bucket, key), nil, nil); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	for _, m := range append([]*Manifest{oldCur}, oldPrev...) {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.Parts {
+			if !keepParts[p.ID] {
+				keepParts[p.ID] = true // deleted once is enough
+				if err := b.Delete(partKey(p.ID, bucket, key), nil); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fail(err)
+	}
+	if oldCur != newCur {
+		s.mu.Lock()
+		s.mu.stats.add(oldCur, -1, s.nodeID)
+		s.mu.stats.add(newCur, +1, s.nodeID)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func prevFlags(m *Manifest) byte {
+	if m.Deleted {
+		return flagDeleted
+	}
+	return 0
+}
+
+// previousEntries returns listing summaries of the previous versions of
+// (bucket, key), newest first.
+func (s *Store) previousEntries(bucket, key string) ([]ListEntry, error) {
+	prev, err := s.previous(bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ListEntry, 0, len(prev))
+	for _, m := range prev {
+		out = append(out, summary(key, m))
+	}
+	return out, nil
+}
+
+// ConfirmJob asks the shard server to check, once due, whether the current
+// version of a key is held by a write quorum (then its previous versions can
+// go) or provably failed (then it is rolled back).
+type ConfirmJob struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+	// Version is the version that was current when the job was queued.
+	Version Version `json:"version"`
+	// Since is when that version became current here; a rollback waits
+	// for it to be old enough.
+	Since time.Time `json:"since"`
+	// Due is when the job runs next.
+	Due time.Time `json:"due"`
+}
+
+func confirmKey(j ConfirmJob) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{nsConfirm}, uint64(j.Due.UnixNano()))
+	k = appendEscaped(k, j.Bucket)
+	k = appendEscaped(k, j.Key)
+	return append(k, j.Version.String()...)
+}
+
+// EnqueueConfirm durably queues j to run at j.Due. Queuing the same key
+// twice is harmless: a job re-reads the key's versions when it runs.
+func (s *Store) EnqueueConfirm(ctx context.Context, j ConfirmJob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	val, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("metadata: enqueue confirm: %w", err)
+	}
+	if err := s.db.Set(confirmKey(j), val, pebble.Sync); err != nil {
+		return fmt.Errorf("metadata: enqueue confirm %s/%s: %w", j.Bucket, j.Key, err)
+	}
+	return nil
+}
+
+// DueConfirms returns up to limit confirm jobs due at or before now, oldest
+// first. They stay queued until DoneConfirm.
+func (s *Store) DueConfirms(ctx context.Context, now time.Time, limit int) ([]ConfirmJob, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lo := []byte{nsConfirm}
+	hi := binary.BigEndian.AppendUint64([]byte{nsConfirm}, uint64(now.UnixNano())+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: due confirms: %w", err)
+	}
+	defer it.Close()
+	var out []ConfirmJob
+	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+		var j ConfirmJob
+		if err := json.Unmarshal(it.Value(), &j); err != nil {
+			return nil, fmt.Errorf("%w: confirm job %q: %w", ErrCorruptRecord, it.Key(), err)
+		}
+		// NB: the key is authoritative for Due (DoneConfirm recomputes it).
+		if !bytes.Equal(confirmKey(j), it.Key()) {
+			return nil, fmt.Errorf("%w: confirm job %q does not match its key", ErrCorruptRecord, it.Key())
+		}
+		out = append(out, j)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("metadata: due confirms: %w", err)
+	}
+	return out, nil
+}
+
+// DoneConfirm removes jobs from the queue.
+func (s *Store) DoneConfirm(ctx context.Context, jobs ...ConfirmJob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, j := range jobs {
+		if err := b.Delete(confirmKey(j), nil); err != nil {
+			return fmt.Errorf("metadata: done confirm: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("metadata: done confirm: %w", err)
+	}
+	return nil
+}
