@@ -32,12 +32,28 @@ type Config struct {
 	// beyond what it returns, large enough that the 4-byte CRC per block
 	// costs 0.006% of space. Existing files keep the size in their header.
 	BlockSize int
-	// GCDelay is how long the shard files of a replaced or deleted object
-	// stay after the replacement, so GETs of the old version that are in
-	// flight can finish. Default 1m.
+	// GCDelay is how long after a replacement (or deletion) its confirm
+	// job runs: only once the replacing version is confirmed are the
+	// replaced version's shard files collected, so GETs of the old version
+	// that are in flight can finish. Default 1m.
 	GCDelay time.Duration
-	// GCInterval is how often the GC queue is polled. Default 5s.
+	// GCInterval is how often the GC and confirm queues are polled.
+	// Default 5s.
 	GCInterval time.Duration
+	// RollbackAfter is how long a manifest that replaced another may stay
+	// unconfirmed (held by fewer than a write quorum of its placement)
+	// before it is rolled back, if the servers that answered prove it
+	// cannot have been acknowledged. It must outlast the slowest PUT from
+	// its first manifest write to its last, or a write still in flight is
+	// undone here. Default 10m.
+	RollbackAfter time.Duration
+	// ConfirmRetry is how long a confirm job that could not decide waits
+	// before it asks the peers again. Default 30s.
+	ConfirmRetry time.Duration
+	// Peers returns the shard API address of a live peer by node ID, for
+	// confirm jobs. Nil, or ok=false: the peer counts as unreachable, so
+	// replaced versions are kept (never rolled back, never collected).
+	Peers func(nodeID string) (addr string, ok bool)
 	// OrphanAge is the age after which a shard file no manifest references
 	// is deleted (leftovers of failed PUTs, and temp files of crashed
 	// ones). It must outlast the slowest PUT between its first shard and
@@ -79,6 +95,8 @@ func DefaultConfig() Config {
 		BlockSize:           64 << 10,
 		GCDelay:             time.Minute,
 		GCInterval:          5 * time.Second,
+		RollbackAfter:       10 * time.Minute,
+		ConfirmRetry:        30 * time.Second,
 		OrphanAge:           24 * time.Hour,
 		OrphanSweepInterval: time.Hour,
 		UploadMaxAge:        7 * 24 * time.Hour,
@@ -110,6 +128,8 @@ func (c Config) Validate() error {
 		return bad("BlockSize %d outside 512..%d", c.BlockSize, MaxBlockSize)
 	case c.GCDelay < 0:
 		return bad("negative GCDelay")
+	case c.RollbackAfter <= 0 || c.ConfirmRetry <= 0:
+		return bad("RollbackAfter and ConfirmRetry must be positive")
 	case c.GCInterval <= 0 || c.OrphanSweepInterval <= 0:
 		return bad("GCInterval and OrphanSweepInterval must be positive")
 	case c.OrphanAge < time.Minute:

@@ -43,12 +43,19 @@
 //
 // # Garbage collection
 //
-// When a manifest replaces another (a newer version, a tombstone, or a
-// repair that moved shards), the shard files this node held for the old one
-// and does not hold for the new one are queued for deletion after
-// Config.GCDelay, so that GETs of the old version in flight finish. Before
-// deleting, the GC loop checks that no current manifest has claimed the
-// file again. A slower sweep deletes shard files older than
-// Config.OrphanAge that no manifest references (shards of failed PUTs) and
-// old temp files.
+// A manifest that replaces another (a newer version, a tombstone, or a
+// repair that moved shards) does not make the old one garbage at once: the
+// write may have reached only some servers and failed, and the old version
+// may be the acknowledged one. The metadata store keeps the old version as
+// a previous version (and keeps an older write that lost a race the same
+// way); readers count it as a vote. After Config.GCDelay a confirm job asks
+// the current manifest's placement which versions they hold (confirm.go):
+// once a write quorum holds the current version, the previous versions are
+// dropped and the shard files only they placed here are queued for
+// deletion; if the current version provably never reached a write quorum
+// and is older than Config.RollbackAfter, it is rolled back and its shard
+// files are queued instead. Before deleting, the GC loop checks that no
+// kept version (current or previous) has claimed the file again. A slower
+// sweep deletes shard files older than Config.OrphanAge that no manifest
+// references (shards of failed PUTs) and old temp files.
 package shardserver

@@ -49,23 +49,20 @@ func garbage(old, cur *metadata.Manifest, node string) []shardRef {
 	return out
 }
 
-// scheduleGC queues for deletion, after GCDelay, the shard files a manifest
-// write made garbage: those of the manifest it replaced, or those of the
-// written manifest itself when a newer one was already stored (its PUT
-// lost). Failures are logged, not returned: the manifest is stored, and
-// the orphan sweep eventually removes what the queue missed.
-func (s *Server) scheduleGC(ctx context.Context, written *metadata.Manifest, res metadata.PutResult) {
-	var doomed []shardRef
-	if res.Stored {
-		doomed = garbage(res.Replaced, res.Current, s.cfg.NodeID)
-	} else {
-		doomed = garbage(written, res.Current, s.cfg.NodeID)
+// afterPut queues what a manifest write calls for. Nothing becomes garbage
+// on the spot: a replaced version, or an older one that lost a race, is kept
+// as a previous version until a confirm job has checked that the current
+// version is held by a write quorum (see confirm.go). Only versions pushed
+// out by metadata.MaxPrevious are collected directly, after GCDelay.
+// Failures are logged, not returned: the manifest is stored, and kept
+// versions are only ever too many, never too few.
+func (s *Server) afterPut(ctx context.Context, res metadata.PutResult) {
+	if (res.Stored && res.Replaced != nil) || res.Kept {
+		s.enqueueConfirm(ctx, res.Current)
 	}
 	due := s.now().Add(s.cfg.GCDelay)
-	for _, r := range doomed {
-		if err := s.meta.EnqueueGC(ctx, r.fileID, r.idx, due); err != nil {
-			s.log.Error("enqueue gc", "file", r.fileID, "idx", r.idx, "err", err)
-		}
+	for _, d := range res.Dropped {
+		s.enqueueGarbage(ctx, garbage(d, res.Current, s.cfg.NodeID), due)
 	}
 }
 
@@ -100,24 +97,26 @@ func (s *Server) collectGarbage(ctx context.Context) (int, error) {
 	}
 }
 
-// holds reports whether a current manifest places shard idx of part fileID
-// on this node.
+// holds reports whether a current manifest, or a previous version the
+// store keeps, places shard idx of part fileID on this node.
 func (s *Server) holds(ctx context.Context, fileID string, idx int) (bool, error) {
 	owners, err := s.meta.PartOwners(ctx, fileID)
 	if err != nil {
 		return false, err
 	}
 	for _, o := range owners {
-		m, err := s.meta.GetManifest(ctx, o.Bucket, o.Key)
+		cur, prev, err := s.meta.Versions(ctx, o.Bucket, o.Key)
 		if errors.Is(err, metadata.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return false, err
 		}
-		for _, r := range heldBy(m, s.cfg.NodeID) {
-			if r == (shardRef{fileID, idx}) {
-				return true, nil
+		for _, m := range append([]*metadata.Manifest{cur}, prev...) {
+			for _, r := range heldBy(m, s.cfg.NodeID) {
+				if r == (shardRef{fileID, idx}) {
+					return true, nil
+				}
 			}
 		}
 	}

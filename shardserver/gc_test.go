@@ -36,6 +36,7 @@ func (e *testEnv) exists(t *testing.T, id string, idx int) bool {
 func TestGCOfReplacedShardsAfterDelay(t *testing.T) {
 	const delay = time.Minute
 	e := newEnv(t, func(c *Config) { c.GCDelay = delay })
+	e.healthyPeers()
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
 	e.srv.now = clock.now
 	ctx := context.Background()
@@ -51,6 +52,9 @@ func TestGCOfReplacedShardsAfterDelay(t *testing.T) {
 	}
 	collect := func(want int) {
 		t.Helper()
+		if _, err := e.srv.runConfirms(ctx); err != nil {
+			t.Fatal(err)
+		}
 		n, err := e.srv.collectGarbage(ctx)
 		if err != nil || n != want {
 			t.Fatalf("collectGarbage = %d, %v; want %d", n, err, want)
@@ -105,6 +109,7 @@ func TestRunLoopCollects(t *testing.T) {
 		c.GCDelay = 0
 		c.GCInterval = 5 * time.Millisecond
 	})
+	e.healthyPeers()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.srv.Run(ctx) }()

@@ -155,9 +155,9 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	// NB: the manifest is stored; queue its garbage even if the client has
-	// gone away meanwhile.
-	s.scheduleGC(context.WithoutCancel(r.Context()), &m, res)
+	// NB: the manifest is stored; queue its follow-up work even if the
+	// client has gone away meanwhile.
+	s.afterPut(context.WithoutCancel(r.Context()), res)
 	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutManifestResponse{Stored: res.Stored, Current: res.Current.Version})
 }
 
@@ -174,6 +174,24 @@ func (s *Server) getManifest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	shardrpc.WriteJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) getManifestVersions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	bucket, key := q.Get(shardrpc.ParamBucket), q.Get(shardrpc.ParamKey)
+	if bucket == "" || key == "" {
+		s.fail(w, r, fmt.Errorf("%w: bucket and key are required", shardrpc.ErrBadRequest))
+		return
+	}
+	cur, prev, err := s.meta.Versions(r.Context(), bucket, key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if prev == nil {
+		prev = []*metadata.Manifest{}
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.ManifestVersionsResponse{Current: cur, Previous: prev})
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {

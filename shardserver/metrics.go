@@ -15,6 +15,7 @@ type metrics struct {
 	shardWriteBytes  prometheus.Counter
 	checksumFailures prometheus.Counter
 	gcDeleted        *prometheus.CounterVec // by reason: replaced, orphan, temp
+	confirms         *prometheus.CounterVec // confirm job outcomes: confirmed, rolled_back, retried
 	requestSeconds   *prometheus.HistogramVec
 }
 
@@ -38,6 +39,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		gcDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regen_shard_gc_deleted_total", Help: "Shard files deleted by garbage collection, by reason.",
 		}, []string{"reason"}),
+		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regen_shard_confirm_jobs_total", Help: "Confirm jobs of replaced manifest versions, by outcome (confirmed, rolled_back, retried).",
+		}, []string{"outcome"}),
 		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "regen_shardserver_request_duration_seconds",
 			Help:    "Shard server request latency by route and status (shard GETs: until the stream ends).",
@@ -48,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.shardReads, m.shardReadBytes, m.shardWrites, m.shardWriteBytes,
-		m.checksumFailures, m.gcDeleted, m.requestSeconds} {
+		m.checksumFailures, m.gcDeleted, m.confirms, m.requestSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

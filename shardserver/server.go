@@ -25,6 +25,8 @@ type Server struct {
 	now    func() time.Time // NB: a seam so GC tests need not sleep
 	leases leaseTable
 	rep    *repairState
+	peers  versionAsker // confirm jobs ask peers through it
+	codes  sync.Map     // code name -> codec.Code, for write quorums
 
 	handler   http.Handler
 	closeOnce sync.Once
@@ -67,6 +69,7 @@ func New(cfg Config) (*Server, error) {
 		shards: &shardStore{fs: fsys, root: root, blockSize: cfg.BlockSize},
 		m:      m,
 		now:    time.Now,
+		peers:  shardrpc.New(cfg.Secret, nil),
 	}
 	if s.rep, err = newRepairState(cfg); err != nil {
 		meta.Close()
@@ -105,6 +108,7 @@ func (s *Server) routes() http.Handler {
 		{"DELETE " + shard, "delete_shard", s.deleteShard},
 		{"POST " + shardrpc.PathManifests, "put_manifest", s.putManifest},
 		{"GET " + shardrpc.PathManifests, "get_manifest", s.getManifest},
+		{"GET " + shardrpc.PathManifestVersions, "get_manifest_versions", s.getManifestVersions},
 		{"GET " + shardrpc.PathList, "list", s.list},
 		{"POST " + shardrpc.PathBuckets, "put_bucket", s.putBucket},
 		{"GET " + shardrpc.PathBuckets, "list_buckets", s.listBuckets},
@@ -143,7 +147,7 @@ func (s *Server) routes() http.Handler {
 	return root
 }
 
-// Run runs the background loops (GC queue, orphan sweep, abandoned
+// Run runs the background loops (confirm and GC queues, orphan sweep, abandoned
 // multipart uploads) until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
 	gc := time.NewTicker(s.cfg.GCInterval)
@@ -157,6 +161,9 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-gc.C:
+			if _, err := s.runConfirms(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("confirm queue", "err", err)
+			}
 			if _, err := s.collectGarbage(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("gc queue", "err", err)
 			}

@@ -1,0 +1,287 @@
+package shardserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Confirmation.
+//
+// A manifest write that replaces a version is not known to have succeeded:
+// the gateway acknowledges a PUT only once a write quorum (k+1 of the
+// placement) stored it, and a write that failed part-way leaves the new
+// version on a few servers only. If those dropped the version it replaced,
+// an acknowledged object could fall below k copies. So the store keeps the
+// replaced version (metadata.Store.Versions), readers count it as a vote,
+// and a confirm job decides its fate after GCDelay by asking the current
+// manifest's placement which versions they hold:
+//
+//   - confirmed: the current version, or a newer one, is held (current or
+//     previous) by at least a write quorum of the servers. The previous
+//     versions are dropped and their shard files collected.
+//   - failed: the current version is older than RollbackAfter here, and
+//     even counting every server that did not answer as a holder it is
+//     held by fewer than a write quorum, so no gateway can have
+//     acknowledged it. It is rolled back: the newest previous version is
+//     current again, and the failed version's shard files are collected.
+//   - otherwise the job asks again after ConfirmRetry.
+//
+// Holders are counted by the exact version, never by "holds something
+// newer": a server whose current is a newer failed write may not hold the
+// version in question at all, and counting it could drop the last copies
+// of the acknowledged version.
+
+// versionAsker is what confirm jobs need from peers; *shardrpc.Client
+// implements it.
+type versionAsker interface {
+	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
+}
+
+// confirmCallTimeout bounds one peer's answer; a slower peer counts as
+// unreachable this round.
+const confirmCallTimeout = 10 * time.Second
+
+// tally is what the placement servers said about a key.
+type tally struct {
+	holders     map[metadata.Version]int // servers holding each version, current or previous
+	manifests   map[metadata.Version]*metadata.Manifest
+	unreachable int // servers that did not answer (dead, unknown, errors)
+}
+
+func (t *tally) add(cur *metadata.Manifest, prev []*metadata.Manifest) {
+	for _, m := range append([]*metadata.Manifest{cur}, prev...) {
+		if m == nil {
+			continue
+		}
+		t.holders[m.Version]++
+		if t.manifests[m.Version] == nil {
+			t.manifests[m.Version] = m
+		}
+	}
+}
+
+// verdict is what a confirm job does.
+type verdict int
+
+const (
+	verdictRetry    verdict = iota // ask again later
+	verdictConfirm                 // drop previous versions, collect their shards
+	verdictRollBack                // undo the current version, collect its shards
+)
+
+// decide is the pure core of a confirm job: cur is this server's current
+// manifest, t what its placement said, age how long cur has been current
+// here, quorum the write quorum of a manifest.
+func decide(cur *metadata.Manifest, t tally, age, rollbackAfter time.Duration, quorum func(*metadata.Manifest) int) verdict {
+	for v, m := range t.manifests {
+		if !v.Less(cur.Version) && t.holders[v] >= quorum(m) {
+			return verdictConfirm
+		}
+	}
+	if age >= rollbackAfter && t.holders[cur.Version]+t.unreachable < quorum(cur) {
+		return verdictRollBack
+	}
+	return verdictRetry
+}
+
+// quorum is the write quorum of m: k+1 of its code, capped at its
+// placement (as the gateway counts); a majority when the code is unknown.
+func (s *Server) quorum(m *metadata.Manifest) int {
+	n := len(m.Placement)
+	if n == 0 {
+		return 1
+	}
+	if c, err := s.code(m.Code); err == nil {
+		return min(c.DataShards()+1, n)
+	}
+	return n/2 + 1
+}
+
+func (s *Server) code(name string) (codec.Code, error) {
+	if c, ok := s.codes.Load(name); ok {
+		return c.(codec.Code), nil
+	}
+	c, err := codec.Parse(name)
+	if err != nil {
+		return nil, err
+	}
+	s.codes.Store(name, c)
+	return c, nil
+}
+
+// enqueueConfirm queues a confirm job for the current version of a key,
+// due after GCDelay. A failure is logged: the previous versions then stay
+// until the key's next write queues another job, which is the safe side.
+func (s *Server) enqueueConfirm(ctx context.Context, cur *metadata.Manifest) {
+	now := s.now()
+	j := metadata.ConfirmJob{Bucket: cur.Bucket, Key: cur.Key, Version: cur.Version, Since: now, Due: now.Add(s.cfg.GCDelay)}
+	if err := s.meta.EnqueueConfirm(ctx, j); err != nil {
+		s.log.Error("enqueue confirm", "bucket", cur.Bucket, "key", cur.Key, "err", err)
+	}
+}
+
+// runConfirms runs the confirm jobs that are due. It returns how many it
+// finished (confirmed, rolled back or found moot).
+func (s *Server) runConfirms(ctx context.Context) (int, error) {
+	finished := 0
+	for {
+		jobs, err := s.meta.DueConfirms(ctx, s.now(), 64)
+		if err != nil || len(jobs) == 0 {
+			return finished, err
+		}
+		var mu sync.Mutex
+		var g errgroup.Group
+		g.SetLimit(16)
+		for _, j := range jobs {
+			g.Go(func() error {
+				done, err := s.confirm(ctx, j)
+				if err != nil {
+					return err
+				}
+				if !done {
+					// NB: queue the retry before removing the job, so a
+					// crash in between repeats a job rather than losing it.
+					next := j
+					next.Due = s.now().Add(s.cfg.ConfirmRetry)
+					if err := s.meta.EnqueueConfirm(ctx, next); err != nil {
+						return err
+					}
+				}
+				if err := s.meta.DoneConfirm(ctx, j); err != nil {
+					return err
+				}
+				if done {
+					mu.Lock()
+					finished++
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return finished, err
+		}
+	}
+}
+
+// confirm runs one job; done is false when it must be asked again.
+func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool, err error) {
+	cur, prev, err := s.meta.Versions(ctx, j.Bucket, j.Key)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if cur.Version != j.Version || len(prev) == 0 {
+		// The key moved on (a newer write or a rollback queued its own
+		// job), or there is nothing left to decide.
+		return true, nil
+	}
+	t := s.ask(ctx, cur, prev)
+	switch decide(cur, t, s.now().Sub(j.Since), s.cfg.RollbackAfter, s.quorum) {
+	case verdictConfirm:
+		dropped, err := s.meta.DropPrevious(ctx, j.Bucket, j.Key, cur.Version)
+		if err != nil {
+			return false, err
+		}
+		// NB: a job confirmed on its first run is GCDelay past the write
+		// that made the previous versions stale; a retried one may have
+		// been confirmed only now, so in-flight reads get GCDelay more.
+		due := s.now()
+		if j.Due.Sub(j.Since) > s.cfg.GCDelay {
+			due = due.Add(s.cfg.GCDelay)
+		}
+		for _, d := range dropped {
+			s.enqueueGarbage(ctx, garbage(d, cur, s.cfg.NodeID), due)
+		}
+		s.m.confirms.WithLabelValues("confirmed").Inc()
+		return true, nil
+	case verdictRollBack:
+		failed, err := s.meta.RollBack(ctx, j.Bucket, j.Key, cur.Version)
+		if err != nil {
+			return false, err
+		}
+		if failed == nil {
+			return true, nil // the key moved on meanwhile
+		}
+		restored := prev[0]
+		s.log.Warn("rolled back unconfirmed manifest", "bucket", j.Bucket, "key", j.Key,
+			"failed", failed.Version.String(), "restored", restored.Version.String(), "holders", t.holders[failed.Version], "unreachable", t.unreachable)
+		s.enqueueGarbage(ctx, garbage(failed, restored, s.cfg.NodeID), s.now().Add(s.cfg.GCDelay))
+		if len(prev) > 1 {
+			// The restored version replaced older ones here; it needs
+			// confirming in turn.
+			s.enqueueConfirm(ctx, restored)
+		}
+		s.m.confirms.WithLabelValues("rolled_back").Inc()
+		return true, nil
+	}
+	s.m.confirms.WithLabelValues("retried").Inc()
+	return false, nil
+}
+
+// ask tallies which versions of cur's key the servers of cur's placement
+// hold, this one included.
+func (s *Server) ask(ctx context.Context, cur *metadata.Manifest, prev []*metadata.Manifest) tally {
+	t := tally{holders: map[metadata.Version]int{}, manifests: map[metadata.Version]*metadata.Manifest{}}
+	// NB: this server counts even when it is not in the placement (a
+	// repair moved its shards away): readers count every server's vote.
+	t.add(cur, prev)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	seen := map[string]bool{s.cfg.NodeID: true}
+	for _, id := range cur.Placement {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		addr, ok := "", false
+		if s.cfg.Peers != nil {
+			addr, ok = s.cfg.Peers(id)
+		}
+		if !ok {
+			t.unreachable++
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, confirmCallTimeout)
+			defer cancel()
+			pc, pp, err := s.peers.GetManifestVersions(cctx, addr, cur.Bucket, cur.Key)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, shardrpc.ErrNotFound):
+				// Answered: holds no version.
+			case err != nil:
+				t.unreachable++
+				s.log.Debug("confirm: peer did not answer", "node", id, "err", err)
+			default:
+				t.add(pc, pp)
+			}
+		}()
+	}
+	wg.Wait()
+	return t
+}
+
+// enqueueGarbage queues shard files for deletion at due. The GC loop checks
+// again, before deleting, that no kept version claims them.
+func (s *Server) enqueueGarbage(ctx context.Context, refs []shardRef, due time.Time) {
+	for _, r := range refs {
+		if err := s.meta.EnqueueGC(ctx, r.fileID, r.idx, due); err != nil {
+			s.log.Error("enqueue gc", "file", r.fileID, "idx", r.idx, "err", fmt.Errorf("shardserver: %w", err))
+		}
+	}
+}
