@@ -81,6 +81,9 @@ type Decision struct {
 	Costs     map[Method]float64 `json:"costs"`
 	// Bytes is the predicted network traffic of the chosen method.
 	Bytes float64 `json:"bytes"`
+	// Cost is the chosen method's full prediction (CPU, disk), which the
+	// worker sums over a batch of jobs sharing hosts.
+	Cost Cost `json:"cost"`
 	// Waiting lists the lost shards left out of Task because no server
 	// can take them now (waiting for capacity).
 	Waiting []int `json:"waiting,omitempty"`
@@ -158,16 +161,19 @@ func Plan(in PlanInput) (Decision, error) {
 		if m == Core {
 			hr = allRates // CORE asks every survivor
 		}
-		t := in.Model.predict(m, s, destRates, hr)
-		d.Costs[m] = t
-		if t < bestT {
-			best, bestT = m, t
+		c := in.Model.predict(m, s, destRates, hr)
+		d.Costs[m] = c.Seconds
+		// Ties (within 1%: the model is not that precise) go to the
+		// method moving fewer bytes, which leaves more of the network to
+		// the other repairs and to clients.
+		if c.Seconds < bestT*0.99 || (c.Seconds <= bestT*1.01 && c.Bytes < d.Cost.Bytes) {
+			best, bestT, d.Cost = m, c.Seconds, c
 		}
 	}
 	if best == "" {
 		return Decision{}, fmt.Errorf("repair: plan %s: no allowed method (force %q, allowed %v)", g.FileID, in.Force, in.Allowed)
 	}
-	d.Predicted, d.Bytes = bestT, s.bytesMoved(best)
+	d.Predicted, d.Bytes = bestT, d.Cost.Bytes
 
 	helpers := chosen
 	if best == Core {

@@ -249,7 +249,7 @@ func TestCostModelWorkedTable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		s := shape{n: 9, k: 6, t: tc.t, b: 64e6}
-		got := cm.predict(tc.m, s, r, r)
+		got := cm.predict(tc.m, s, r, r).Seconds
 		if got < tc.want*0.95 || got > tc.want*1.05 {
 			t.Errorf("%s t=%d: %.2fs, want about %.2fs", tc.m, tc.t, got, tc.want)
 		}

@@ -80,11 +80,11 @@ func (w *Worker) Status() shardrpc.RepairStatus {
 	for k, v := range w.counts.ByMethod {
 		st.Repair.ByMethod[k] = v
 	}
-	remaining := 0.0
+	var queued []Cost
 	for _, j := range w.queue {
-		remaining += j.predicted
+		queued = append(queued, j.cost)
 	}
-	st.Repair.Remaining = remaining / float64(w.cfg.Workers)
+	st.Repair.Remaining = w.cfg.Model.Batch(queued, w.cfg.Workers, w.lastShare)
 	if w.batch != nil {
 		b := *w.batch
 		b.Elapsed = w.now().Sub(w.batchT0).Seconds()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -128,8 +129,10 @@ type Worker struct {
 	allowed []Method
 	started time.Time
 	now     func() time.Time
-	limit   *rate.Limiter
-	m       *metrics
+	// calibrate: measure the data path when Run starts.
+	calibrate bool
+	limit     *rate.Limiter
+	m         *metrics
 
 	mu       sync.Mutex
 	queue    []*job
@@ -144,10 +147,13 @@ type Worker struct {
 	last     *shardrpc.RepairBatch
 	recent   []shardrpc.RepairEvent
 	waiting  map[string]bool
-	calib    map[Method]float64 // EWMA of actual/predicted seconds
-	prevLive map[string]bool
-	wake     chan struct{}
-	sync     chan struct{}
+	// batchCosts are the predicted costs of the current batch's jobs.
+	batchCosts []Cost
+	// lastShare is share() as of the last scan or enqueue.
+	lastShare float64
+	prevLive  map[string]bool
+	wake      chan struct{}
+	sync      chan struct{}
 }
 
 // job is the repair of one object version: every part, same destinations,
@@ -159,6 +165,7 @@ type job struct {
 	inPlace     bool // rebuild onto the same server (corrupt or missing shard)
 	prio        int  // missing shards; most endangered first
 	predicted   float64
+	cost        Cost // the model's prediction, all parts
 	attempt     int
 	notBefore   time.Time
 }
@@ -174,6 +181,9 @@ type Options struct {
 	Methods []Method
 	// Metrics, if set, receives the worker's Prometheus collectors.
 	Metrics MetricsRegisterer
+	// CalibratePath: Run first measures this server's own data path (a
+	// small and a few-MiB shard PUT and GET) for the cost model.
+	CalibratePath bool
 }
 
 // New returns a worker; Run starts it.
@@ -193,9 +203,9 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 	}
 	w := &Worker{
 		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
-		exec: opt.Executor, allowed: opt.Methods,
+		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath,
 		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
-		waiting: map[string]bool{}, calib: map[Method]float64{}, prevLive: map[string]bool{},
+		waiting: map[string]bool{}, prevLive: map[string]bool{},
 		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
 		counts: shardrpc.RepairCounts{ByMethod: map[string]int64{}},
 	}
@@ -215,6 +225,9 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 
 // Run scans, repairs and scrubs until ctx ends.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.calibrate {
+		w.calibratePath(ctx)
+	}
 	var wg sync.WaitGroup
 	for range w.cfg.Workers {
 		wg.Go(func() { w.runJobs(ctx) })
@@ -435,8 +448,10 @@ func (w *Worker) enqueue(j *job) bool {
 		return false
 	}
 	if j.predicted == 0 {
-		j.predicted = w.estimate(j)
+		j.cost = w.estimate(j)
+		j.predicted = j.cost.Seconds
 	}
+	share := w.share(w.view())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.inflight[j.ref()] {
@@ -450,7 +465,9 @@ func (w *Worker) enqueue(j *job) bool {
 		w.batch = &shardrpc.RepairBatch{Start: w.batchT0.UTC().Format(time.RFC3339Nano)}
 	}
 	w.batch.Jobs++
-	w.batch.Predicted += j.predicted / float64(w.cfg.Workers)
+	w.lastShare = share
+	w.batchCosts = append(w.batchCosts, j.cost)
+	w.batch.Predicted = w.cfg.Model.Batch(w.batchCosts, w.cfg.Workers, share)
 	w.m.queued.Set(float64(w.counts.Queued))
 	select {
 	case w.wake <- struct{}{}:
@@ -519,14 +536,6 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 		w.counts.BytesMoved += res.BytesMoved
 		w.counts.ByMethod[string(res.Method)]++
 		delete(w.waiting, j.ref())
-		if j.predicted > 0 && secs > 0 {
-			c, ok := w.calib[res.Method]
-			r := secs / j.predicted
-			if !ok {
-				c = r
-			}
-			w.calib[res.Method] = 0.8*c + 0.2*r
-		}
 		if w.batch != nil {
 			w.batch.Bytes += res.BytesMoved
 		}
@@ -559,27 +568,56 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 	}
 	if len(w.queue) == 0 && w.counts.Running == 0 && w.batch != nil {
 		w.batch.Elapsed = w.now().Sub(w.batchT0).Seconds()
-		w.last, w.batch = w.batch, nil
+		w.last, w.batch, w.batchCosts = w.batch, nil, nil
 		w.log.Info("repair batch finished", "jobs", w.last.Jobs, "seconds", w.last.Elapsed, "predicted", w.last.Predicted, "bytes", w.last.Bytes)
 	}
 	w.mu.Unlock()
 }
 
-// estimate predicts a job's time with the planner, calibrated by how
-// long past jobs took against their predictions.
-func (w *Worker) estimate(j *job) float64 {
+// estimate predicts a job's cost with the planner: its parts run one
+// after the other, and the manifest switch adds an fsync on each
+// placement server.
+func (w *Worker) estimate(j *job) Cost {
 	m, err := w.store.GetManifest(context.Background(), j.bucket, j.key)
 	if err != nil {
-		return 0
+		return Cost{}
 	}
 	v := w.view()
-	total := 0.0
+	var total Cost
 	for _, p := range m.Parts {
 		d, err := w.plan(v, m, p, j.lost, nil)
 		if err != nil {
-			return 0
+			return Cost{}
 		}
-		total += d.Predicted
+		total = total.Add(d.Cost)
+	}
+	if !j.inPlace {
+		total.Fsyncs += float64(len(m.Placement))
 	}
 	return total
+}
+
+// share is the fraction of its host's cores and disk this worker's
+// repairs get: every live shard server on the same host repairs at the
+// same time (each coordinates about as many stripe groups).
+func (w *Worker) share(v nodeView) float64 {
+	self, ok := v.nodes[v.self]
+	if !ok {
+		return 1
+	}
+	host := hostOf(self.Addr)
+	same := 0
+	for _, ni := range v.nodes {
+		if ni.Live && hostOf(ni.Addr) == host {
+			same++
+		}
+	}
+	return 1 / float64(max(same, 1))
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }

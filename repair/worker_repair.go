@@ -146,8 +146,10 @@ func (w *Worker) runTask(ctx context.Context, t Task) (Result, error) {
 	for _, n := range t.Dest {
 		ids = append(ids, n.ID)
 	}
+	others := map[string]int{} // other tasks on each node as this one starts
 	w.mu.Lock()
 	for _, id := range ids {
+		others[id] = w.load[id]
 		w.load[id]++
 	}
 	w.mu.Unlock()
@@ -168,7 +170,46 @@ func (w *Worker) runTask(ctx context.Context, t Task) (Result, error) {
 	if res.Method == "" {
 		res.Method = t.Method
 	}
+	if err == nil {
+		w.learn(res, others)
+	}
 	return res, err
+}
+
+// Bounds on learning a node's network rate from one repair.
+const (
+	learnMinBytes = 1 << 20 // smaller transfers measure latency, not rate
+	learnWeight   = 0.2     // moving average: a new sample's weight
+	learnStep     = 2.0     // one sample moves the rate by at most this factor
+	learnFloor    = 1e6     // bytes/s: never believe a node slower than this
+)
+
+// learn updates the network rate of the nodes that received data in a
+// finished repair: bytes received over the transfer time (fixed costs
+// taken out), times the tasks it shared the node with, since the planner
+// divides a node's rate by its load again. A bounded moving average, so
+// one slow or fast task cannot run the estimate away.
+func (w *Worker) learn(res Result, others map[string]int) {
+	secs := res.Seconds - w.cfg.Model.Setup.Seconds() - w.cfg.Model.Fsync.Seconds()
+	if secs <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, in := range res.NodeIn {
+		if in < learnMinBytes {
+			continue
+		}
+		obs := float64(in) / secs * float64(1+others[id])
+		r := w.rates[id]
+		cur := r.Net
+		if cur <= 0 {
+			cur = w.cfg.Model.Default.Net
+		}
+		obs = min(max(obs, cur/learnStep), cur*learnStep)
+		r.Net = max((1-learnWeight)*cur+learnWeight*obs, learnFloor)
+		w.rates[id] = r
+	}
 }
 
 func destIDs(d map[int]Node) map[int]string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"log/slog"
 	"net/http"
@@ -34,15 +35,29 @@ func (f *repairFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.method, "repair", env("REGEN_REPAIR", repair.Auto), "repair method: auto, core, push or pull (REGEN_REPAIR)")
 }
 
-func (f *repairFlags) worker(id string, log *slog.Logger, reg prometheus.Registerer, store *metadata.Store, node *cluster.Node, secret string) (*repair.Worker, error) {
+func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheus.Registerer, store *metadata.Store, node *cluster.Node, secret string) (*repair.Worker, error) {
 	cfg := repair.DefaultConfig()
 	cfg.NodeID, cfg.Logger = id, log.With("component", "repair")
 	cfg.Grace, cfg.ScanInterval, cfg.Workers = f.grace, f.scan, f.workers
 	cfg.Rate, cfg.ScrubRate, cfg.Method = f.rate, f.scrubRate, f.method
+	// The cost model starts from this machine's measured CPU and disk
+	// rather than production guesses; network rates are learned from the
+	// repairs themselves.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	model, err := repair.Calibrate(ctx, dataDir, cfg.Model)
+	cancel()
+	if err != nil {
+		log.Warn("repair: calibration failed, using default rates", "err", err)
+	} else {
+		cfg.Model = model
+		log.Info("repair: calibrated cost model", "cores", model.Cores, "decode_MBps", int(model.Decode/1e6),
+			"msr_decode_MBps", int(model.MSRDecode/1e6), "move_MBps", int(model.Move/1e6),
+			"fsync", model.Fsync, "disk_write_MBps", int(model.Default.DiskWrite/1e6))
+	}
 	// The executor's control requests answer only when a whole stripe
 	// group is rebuilt, so they use the client without a response timeout.
 	exec := repair.NewExecutor(shardrpc.New(secret, shardrpc.NewRepairHTTPClient(nil)), cfg.Logger)
-	return repair.New(cfg, store, node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec})
+	return repair.New(cfg, store, node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec, CalibratePath: true})
 }
 
 // requireSecret guards h with the cluster secret, like the shard API.

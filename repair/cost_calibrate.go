@@ -1,0 +1,272 @@
+package repair
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/regen-s3/regen/codec"
+)
+
+// Calibrate measures this machine and returns base with its CPU and disk
+// constants replaced: RS and Clay decoding, the per-byte cost of the data
+// path (checksumming and a loopback TCP copy), one fsync's latency and the
+// durable write rate of a file in dir. It takes a fraction of a second; each
+// measurement keeps the best of a few runs, so a briefly busy machine does
+// not make every later prediction pessimistic. Rates it cannot measure
+// stay as in base.
+func Calibrate(ctx context.Context, dir string, base CostModel) (CostModel, error) {
+	cm := base
+	cm.Cores = float64(runtime.NumCPU())
+	const size = 4 << 20
+	best := func(f func() (float64, error)) (float64, error) {
+		var top float64
+		for range 3 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			r, err := f()
+			if err != nil {
+				return 0, err
+			}
+			top = max(top, r)
+		}
+		return top, nil
+	}
+	var err error
+	if cm.Decode, err = best(func() (float64, error) { return decodeRate("rs-6-3", size, false) }); err != nil {
+		return base, err
+	}
+	if cm.MSRDecode, err = best(func() (float64, error) { return decodeRate("clay-6-3", size, true) }); err != nil {
+		return base, err
+	}
+	if cm.Move, err = best(func() (float64, error) { return moveRate(size) }); err != nil {
+		return base, err
+	}
+	fs, wr, err := diskRates(dir, size)
+	if err != nil {
+		return base, err
+	}
+	cm.Fsync, cm.Default.DiskWrite = fs, wr
+	return cm, nil
+}
+
+// decodeRate rebuilds one shard of a code from the others and returns,
+// for RS, survivor bytes combined per second (k·b/s) and, for an MSR
+// code (rebuilt), rebuilt bytes per second.
+func decodeRate(name string, size int, rebuilt bool) (float64, error) {
+	c, err := codec.Parse(name)
+	if err != nil {
+		return 0, err
+	}
+	k, n := c.DataShards(), c.TotalShards()
+	m := c.ShardMultiple()
+	b := (size / k / m) * m
+	shards := make([][]byte, n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range shards {
+		shards[i] = make([]byte, b)
+		if i < k {
+			for j := range shards[i] {
+				shards[i][j] = byte(rng.Uint32())
+			}
+		}
+	}
+	if err := c.Encode(shards); err != nil {
+		return 0, fmt.Errorf("repair: calibrate %s: %w", name, err)
+	}
+	need := make([]bool, n)
+	need[0] = true
+	t0 := time.Now()
+	shards[0] = nil
+	if err := c.ReconstructSome(shards, need); err != nil {
+		return 0, fmt.Errorf("repair: calibrate %s: %w", name, err)
+	}
+	secs := max(time.Since(t0).Seconds(), 1e-6)
+	if rebuilt {
+		return float64(b) / secs, nil
+	}
+	return float64(k*b) / secs, nil
+}
+
+// moveRate sends size bytes over a loopback TCP connection, checksummed
+// on both ends, and returns bytes per second per core: both ends run at
+// once, so the pair's rate is each byte's send plus receive cost, which
+// is what Move counts twice for a byte between servers.
+func moveRate(size int) (float64, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("repair: calibrate: %w", err)
+	}
+	defer ln.Close()
+	data := bytes.Repeat([]byte{0x5a}, size)
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		h := crc32.New(tab)
+		_, err = io.Copy(h, c)
+		done <- err
+	}()
+	t0 := time.Now()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return 0, fmt.Errorf("repair: calibrate: %w", err)
+	}
+	crc32.Checksum(data, tab)
+	if _, err := c.Write(data); err != nil {
+		c.Close()
+		return 0, fmt.Errorf("repair: calibrate: %w", err)
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		return 0, fmt.Errorf("repair: calibrate: %w", err)
+	}
+	secs := max(time.Since(t0).Seconds(), 1e-6)
+	// One byte cost a send and a receive (2 units of Move) in secs of
+	// wall time on up to two cores; count the core-seconds spent.
+	cores := min(float64(runtime.NumCPU()), 2)
+	return 2 * float64(size) / (secs * cores), nil
+}
+
+// diskRates writes size bytes to a file in dir and fsyncs it, then does
+// a few small fsync'd writes; it returns the median small fsync and the
+// durable write rate of the large write.
+func diskRates(dir string, size int) (time.Duration, float64, error) {
+	f, err := os.CreateTemp(dir, ".calibrate-*")
+	if err != nil {
+		return 0, 0, fmt.Errorf("repair: calibrate disk: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	var syncs []time.Duration
+	small := make([]byte, 4096)
+	for range 5 {
+		t0 := time.Now()
+		if _, err := f.Write(small); err != nil {
+			return 0, 0, fmt.Errorf("repair: calibrate disk: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, 0, fmt.Errorf("repair: calibrate disk: %w", err)
+		}
+		syncs = append(syncs, time.Since(t0))
+	}
+	slices.Sort(syncs)
+	fsync := syncs[len(syncs)/2]
+	big := make([]byte, size)
+	t0 := time.Now()
+	if _, err := f.Write(big); err != nil {
+		return 0, 0, fmt.Errorf("repair: calibrate disk: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, 0, fmt.Errorf("repair: calibrate disk: %w", err)
+	}
+	// The big write's own fsync is part of what a shard costs, so its
+	// rate includes it; take the fixed fsync out so it is not counted twice.
+	secs := max(time.Since(t0).Seconds()-fsync.Seconds(), 1e-6)
+	return fsync, float64(size) / secs, nil
+}
+
+// shardDeleter is how calibratePath removes its probe shard
+// (*shardrpc.Client has it).
+type shardDeleter interface {
+	DeleteShard(ctx context.Context, addr, fileID string, idx int) error
+}
+
+// calibratePath measures this server's own data path, the one repairs
+// use: a small durable PUT (a request's fixed cost, fsync included) and
+// a few MiB PUT and GET back over HTTP, checksummed at both ends. The
+// loopback copy of Calibrate misses the HTTP stack, the block checksums
+// and the file I/O, which on a small machine cost several times more per
+// byte. It sets the model's Move and Setup; on any error the model stays
+// as it was. Each measurement keeps the best of three runs.
+func (w *Worker) calibratePath(ctx context.Context) {
+	var addr string
+	for range 50 {
+		if addr = w.view().nodes[w.cfg.NodeID].Addr; addr != "" || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if addr == "" {
+		return
+	}
+	const size = 4 << 20
+	id := fmt.Sprintf("repaircal-%d", time.Now().UnixNano())
+	if d, ok := w.shards.(shardDeleter); ok {
+		defer func() {
+			for _, idx := range []int{0, 1} {
+				_ = d.DeleteShard(context.WithoutCancel(ctx), addr, id, idx)
+			}
+		}()
+	}
+	small := make([]byte, 4096)
+	big := bytes.Repeat([]byte{0xa5}, size)
+	timeIt := func(f func() error) (time.Duration, error) {
+		best := time.Duration(math.MaxInt64)
+		for range 3 {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			best = min(best, time.Since(t0))
+		}
+		return best, nil
+	}
+	tSmall, err := timeIt(func() error {
+		_, err := w.shards.PutShard(ctx, addr, id, 0, bytes.NewReader(small))
+		return err
+	})
+	if err != nil {
+		w.log.Warn("repair: data path calibration", "err", err)
+		return
+	}
+	tPut, err := timeIt(func() error {
+		_, err := w.shards.PutShard(ctx, addr, id, 1, bytes.NewReader(big))
+		return err
+	})
+	if err != nil {
+		w.log.Warn("repair: data path calibration", "err", err)
+		return
+	}
+	tGet, err := timeIt(func() error {
+		rc, err := w.shards.GetShard(ctx, addr, id, 1, 0, size)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.Copy(io.Discard, rc)
+		return err
+	})
+	if err != nil {
+		w.log.Warn("repair: data path calibration", "err", err)
+		return
+	}
+	// The PUT and GET each move the bytes through three data-path steps
+	// (send, receive, write or read with checksums), one after another.
+	perByte := (tPut + tGet - 2*tSmall).Seconds()
+	cm := w.cfg.Model
+	if perByte > 0 {
+		cm.Move = min(6*size/perByte, cm.Move)
+	}
+	// A task's sequential round trips: the control request, the helpers'
+	// reads, the durable store, the manifest fence and its durable write.
+	cm.Setup = max(cm.Setup, 4*tSmall)
+	w.cfg.Model = cm
+	w.log.Info("repair: calibrated data path", "small_put", tSmall, "put_4MiB", tPut, "get_4MiB", tGet,
+		"move_MBps", int(cm.Move/1e6), "setup", cm.Setup)
+}

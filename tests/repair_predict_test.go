@@ -1,0 +1,193 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+)
+
+// TestRepairPrediction is the issue's acceptance run, too slow for every
+// `go test` (set REGEN_REPAIR_DEMO=1; REGEN_REPAIR_DEMO_MIB sets the data
+// volume, default 1024): a dev cluster with default settings holding
+// mixed-size objects in rs and clay buckets loses two shard servers to
+// kill -9. It reports the planner's prediction against the time the
+// repair took, and fails if the cluster is not fully redundant within the
+// prediction +25% or if any GET fails meanwhile.
+func TestRepairPrediction(t *testing.T) {
+	if os.Getenv("REGEN_REPAIR_DEMO") == "" {
+		t.Skip("set REGEN_REPAIR_DEMO=1")
+	}
+	mib := int64(1024)
+	fmt.Sscan(os.Getenv("REGEN_REPAIR_DEMO_MIB"), &mib)
+	d := startDev(t)
+	c := d.client(t)
+	type obj struct {
+		bucket, key string
+		size        int64
+		seed        uint64
+	}
+	var objs []obj
+	sizes := []int64{100 << 10, 1 << 20, 4<<20 + 3, 16 << 20, 40 << 20}
+	var total int64
+	for i := 0; total < mib<<20; i++ {
+		b := []string{"pred-rs", "pred-clay"}[i%2]
+		objs = append(objs, obj{b, fmt.Sprintf("o-%04d", i), sizes[(i/2)%len(sizes)], uint64(i + 1)})
+		total += sizes[(i/2)%len(sizes)]
+	}
+	mustMakeBucket(t, c, "pred-rs")
+	mustMakeBucket(t, c, "pred-clay")
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for _, o := range objs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			class := map[string]string{"pred-rs": "STANDARD", "pred-clay": "STANDARD_IA"}[o.bucket]
+			data := randomData(o.size, o.seed)
+			if _, err := c.PutObject(context.Background(), o.bucket, o.key, bytes.NewReader(data), o.size,
+				minio.PutObjectOptions{StorageClass: class}); err != nil {
+				t.Errorf("put %s/%s: %v", o.bucket, o.key, err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("uploaded %d objects, %d MiB in %s", len(objs), total>>20, time.Since(t0).Round(time.Second))
+
+	// Readers run through the whole repair: no GET may fail.
+	var gets, getErrs atomic.Int64
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for r := range 2 {
+		readers.Go(func() {
+			for i := r; ; i += 2 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := objs[(i*7)%len(objs)]
+				rc, err := c.GetObject(context.Background(), o.bucket, o.key, minio.GetObjectOptions{})
+				var got []byte
+				if err == nil {
+					got, err = io.ReadAll(rc)
+					rc.Close()
+				}
+				gets.Add(1)
+				if err != nil || !bytes.Equal(got, randomData(o.size, o.seed)) {
+					getErrs.Add(1)
+					t.Errorf("GET %s/%s during repair: %v", o.bucket, o.key, err)
+				}
+			}
+		})
+	}
+	dead := map[int]bool{3: true, 8: true}
+	kill := time.Now()
+	for i := range dead {
+		d.killShard(i)
+	}
+	sc := shardrpc.New(d.info.Secret, nil)
+	var started time.Time
+	for {
+		time.Sleep(500 * time.Millisecond)
+		var degraded, queued, running, done, failed int64
+		for i, s := range d.info.Shards {
+			if dead[i] {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := sc.RepairStatus(ctx, s.Addr)
+			cancel()
+			if err != nil {
+				t.Fatalf("status of shard %d: %v", i, err)
+			}
+			degraded += st.Stripes.Degraded
+			queued += st.Repair.Queued
+			running += st.Repair.Running
+			done += st.Repair.Done
+			failed += st.Repair.Failed
+		}
+		if started.IsZero() && queued+running+done > 0 {
+			started = time.Now()
+		}
+		if degraded == 0 && done > 0 && queued+running == 0 {
+			break
+		}
+		if time.Since(kill) > 15*time.Minute {
+			t.Fatalf("not redundant after 15 minutes: %d degraded", degraded)
+		}
+	}
+	redundant := time.Now()
+	close(stop)
+	readers.Wait()
+
+	// The cluster's batch is the slowest server's: prediction and time
+	// taken, from each server's first queued job to its last one done.
+	var predicted, elapsed float64
+	var moved int64
+	mix := map[string]int64{}
+	for i, s := range d.info.Shards {
+		if dead[i] {
+			continue
+		}
+		st, err := sc.RepairStatus(context.Background(), s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := st.Last; b != nil {
+			predicted, elapsed = max(predicted, b.Predicted), max(elapsed, b.Elapsed)
+			t.Logf("shard %d: %d jobs, predicted %.1fs, took %.1fs, %d MiB", i, b.Jobs, b.Predicted, b.Elapsed, b.Bytes>>20)
+			if os.Getenv("REGEN_REPAIR_DEMO_V") != "" {
+				for _, e := range st.Recent {
+					t.Logf("   %s %s lost %v predicted %.2fs took %.2fs %d KiB", e.Object, e.Method, e.Lost, e.Predicted, e.Seconds, e.Bytes>>10)
+				}
+			}
+		}
+		moved += st.Repair.BytesMoved
+		for m, n := range st.Repair.ByMethod {
+			mix[m] += n
+		}
+		if st.Repair.Failed > 0 {
+			t.Errorf("shard %d: %d repairs failed", i, st.Repair.Failed)
+		}
+	}
+	if os.Getenv("REGEN_REPAIR_DEMO_V") != "" {
+		logs, _ := filepath.Glob(filepath.Join(d.dir, "*", "shard.log"))
+		for _, f := range logs[:min(2, len(logs))] {
+			b, _ := os.ReadFile(f)
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "calibrated") {
+					t.Log(l)
+				}
+			}
+		}
+		if getErrs.Load() > 0 {
+			b, _ := os.ReadFile(filepath.Join(d.dir, "gateway.log"))
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+					t.Log(l)
+				}
+			}
+		}
+	}
+	t.Logf("kill -> fully redundant %.1fs (repair started %.1fs after the kill); repair took %.1fs, planner predicted %.1fs (ratio %.2f); moved %d MiB; methods %v; %d GETs, %d failed",
+		redundant.Sub(kill).Seconds(), started.Sub(kill).Seconds(), elapsed, predicted, elapsed/predicted, moved>>20, mix, gets.Load(), getErrs.Load())
+	if elapsed > 1.25*predicted {
+		t.Errorf("repair took %.1fs, more than the predicted %.1fs +25%%", elapsed, predicted)
+	}
+}
