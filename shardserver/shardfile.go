@@ -87,6 +87,10 @@ func dataLength(fileSize int64, blockSize int64) (int64, error) {
 	return 0, fmt.Errorf("%w: file size %d is not a whole number of blocks", errCorrupt, fileSize)
 }
 
+// writebackEvery is how many written bytes writeShard lets pile up before
+// it starts their writeback.
+const writebackEvery = 4 << 20
+
 // writeShard streams r into f (positioned at 0) in the block format and
 // returns the data's size and CRC. Memory is one block. The header, which
 // holds the data CRC, is written last. Read failures of r wrap errBody.
@@ -96,8 +100,10 @@ func writeShard(f File, r io.Reader, blockSize int) (shardrpc.ShardInfo, error) 
 	}
 	buf := make([]byte, blockSize+blockCRCSize)
 	var (
-		size int64
-		crc  uint32
+		size        int64
+		crc         uint32
+		written     int64 = headerSize // file bytes written
+		writtenBack int64 = headerSize // file bytes handed to writeback
 	)
 	for {
 		n, rerr := fill(r, buf[:blockSize])
@@ -108,6 +114,14 @@ func writeShard(f File, r io.Reader, blockSize int) (shardrpc.ShardInfo, error) 
 			}
 			crc = crc32.Update(crc, castagnoli, buf[:n])
 			size += int64(n)
+			written += int64(n + blockCRCSize)
+			// Start writeback every few MiB, so the final fsync does not
+			// flush the whole file at once (it dominated the tail of
+			// every rebuilt shard's store).
+			if written-writtenBack >= writebackEvery {
+				startWriteback(f, writtenBack, written-writtenBack)
+				writtenBack = written
+			}
 		}
 		if rerr == io.EOF {
 			break
