@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/metadata"
@@ -27,10 +26,24 @@ type ReadParams struct {
 	Depth int
 	// ShardTimeout bounds one shard fetch; 0 means 15s.
 	ShardTimeout time.Duration
+	// HedgeDelay is how long a needed shard may take before one more
+	// shard is asked for, so that a slow or hung server costs a decode
+	// instead of a stall: 0 adapts it to the read (3x the median shard
+	// latency seen so far, within MinHedgeDelay..MaxHedgeDelay; before any
+	// shard arrived, MaxHedgeDelay); negative turns hedging off.
+	HedgeDelay time.Duration
 	// OnDegraded, if set, is called once per stripe that needed decoding,
 	// with the shard indexes that could not be read.
 	OnDegraded func(bad []int)
 }
+
+// Bounds of the adaptive hedge delay. The floor keeps a fast cluster
+// from hedging on scheduling noise (every hedge costs a shard's read);
+// the ceiling bounds what a hung server adds to a GET.
+const (
+	MinHedgeDelay = 50 * time.Millisecond
+	MaxHedgeDelay = 250 * time.Millisecond
+)
 
 // Read writes bytes [off, off+length) of the stripe group to w. It reads
 // only the data shards covering the range when they are healthy, and
@@ -56,7 +69,7 @@ func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	r := &reader{p: p, shards: shards, geo: Geometry(p.Code, p.ChunkSize), bad: map[int]error{}}
+	r := &reader{p: p, shards: shards, geo: Geometry(p.Code, p.ChunkSize), bad: map[int]error{}, slow: map[int]bool{}}
 	for i, t := range p.Targets {
 		if t.Addr == "" {
 			r.bad[i] = errors.New("server not reachable")
@@ -111,6 +124,36 @@ type reader struct {
 
 	mu  sync.Mutex
 	bad map[int]error // shards that failed during this read
+	// slow shards were hedged around: later stripes do without them
+	// while enough others remain.
+	slow map[int]bool
+	// lat are recent shard fetch latencies (the hedge delay's median).
+	lat []time.Duration
+}
+
+// hedgeDelay returns how long to wait for needed shards before asking
+// for more.
+func (r *reader) hedgeDelay() time.Duration {
+	if r.p.HedgeDelay != 0 {
+		return r.p.HedgeDelay
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lat) == 0 {
+		return MaxHedgeDelay
+	}
+	l := slices.Clone(r.lat)
+	slices.Sort(l)
+	return min(max(3*l[len(l)/2], MinHedgeDelay), MaxHedgeDelay)
+}
+
+func (r *reader) noteLatency(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lat = append(r.lat, d)
+	if len(r.lat) > 32 {
+		r.lat = r.lat[len(r.lat)-32:]
+	}
 }
 
 func (r *reader) isBad(i int) bool {
@@ -148,7 +191,10 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 		lo, hi = 0, chunk
 	}
 	cols := make([][]byte, n)
-	fetched := r.fetchSet(ctx, s, base, lo, hi, need, cols)
+	fetched, err := r.gather(ctx, s, base, lo, hi, need, cols)
+	if err != nil {
+		return nil, err
+	}
 	missing := false
 	for i := range n {
 		if need[i] && cols[i] == nil {
@@ -156,28 +202,6 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 		}
 	}
 	if missing {
-		// Degraded: top up to k good shards, data shards first (they are
-		// also what we return), then parity.
-		var bad []int
-		for i := range n {
-			if r.isBad(i) {
-				bad = append(bad, i)
-			}
-		}
-		for fetched < k {
-			more := make([]bool, n)
-			want := k - fetched
-			for i := 0; i < n && want > 0; i++ {
-				if cols[i] == nil && !r.isBad(i) {
-					more[i] = true
-					want--
-				}
-			}
-			if want == k-fetched {
-				break // nobody left to ask
-			}
-			fetched += r.fetchSet(ctx, s, base, lo, hi, more, cols)
-		}
 		if fetched < k {
 			var errs []error
 			r.mu.Lock()
@@ -186,6 +210,12 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 			}
 			r.mu.Unlock()
 			return nil, &QuorumError{Op: "read", Want: k, Got: fetched, Errs: errs}
+		}
+		var bad []int
+		for i := range n {
+			if r.isBad(i) {
+				bad = append(bad, i)
+			}
 		}
 		if err := r.p.Code.ReconstructSome(cols, need); err != nil {
 			return nil, fmt.Errorf("stripe: decode stripe %d: %w", s, err)
@@ -203,32 +233,186 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 	return out, nil
 }
 
-// fetchSet reads columns [lo, hi) of stripe s from every shard in want, in
-// parallel, into cols. It returns how many of them arrived; failures are
-// marked bad.
-func (r *reader) fetchSet(ctx context.Context, s, base, lo, hi int64, want []bool, cols [][]byte) int {
-	var g errgroup.Group
-	var mu sync.Mutex
-	got := 0
-	for i, ok := range want {
-		if !ok || r.isBad(i) {
+// gather reads columns [lo, hi) of stripe s into cols until either
+// every needed shard arrived (no decoding) or k shards did (decode). It
+// asks for the needed shards first (skipping ones known to be slow while
+// enough others remain); each failure is replaced by another shard, data
+// shards before parity; and when needed shards are still missing after
+// the hedge delay, one more shard is asked for per missing one, so the
+// first k to arrive win. Fetches still running when it returns are
+// cancelled, and their servers are marked slow for the rest of the read.
+// It returns how many shards arrived.
+func (r *reader) gather(ctx context.Context, s, base, lo, hi int64, need []bool, cols [][]byte) (int, error) {
+	k, n := r.p.Code.DataShards(), r.p.Code.TotalShards()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type arrival struct {
+		i   int
+		buf []byte
+		err error
+		d   time.Duration
+	}
+	arrivals := make(chan arrival, n)
+	asked := make([]bool, n)
+	outstanding := 0
+	ask := func(i int) {
+		asked[i] = true
+		outstanding++
+		go func() {
+			t0 := time.Now()
+			buf, err := r.fetchOne(ctx, i, base+lo, hi-lo)
+			arrivals <- arrival{i, buf, err, time.Since(t0)}
+		}()
+	}
+	// next returns a shard not yet asked for and not failed, data shards
+	// first, preferring ones not known to be slow; -1 if none is left.
+	next := func() int {
+		for _, slowOK := range []bool{false, true} {
+			for i := range n {
+				if !asked[i] && !r.isBad(i) && (slowOK || !r.isSlow(i)) {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	healthy := n - r.countBad() - r.countSlow()
+	for i := range n {
+		if !need[i] || r.isBad(i) {
 			continue
 		}
-		g.Go(func() error {
-			buf, err := r.fetchOne(ctx, i, base+lo, hi-lo)
-			if err != nil {
-				r.markBad(i, err)
-				return nil
-			}
-			mu.Lock()
-			cols[i] = buf
-			got++
-			mu.Unlock()
-			return nil
-		})
+		if r.isSlow(i) && healthy >= k {
+			continue // decode around it; a replacement is asked below
+		}
+		ask(i)
 	}
-	g.Wait()
-	return got
+	// Make up for needed shards not asked: enough others for a decode.
+	short := func() int {
+		got := 0
+		for i := range n {
+			if cols[i] != nil || (asked[i] && !r.isBad(i)) {
+				got++
+			}
+		}
+		return k - got
+	}
+	if !r.allNeededAsked(need, asked) {
+		for short() > 0 {
+			i := next()
+			if i < 0 {
+				break
+			}
+			ask(i)
+		}
+	}
+	fetched := 0
+	done := func() bool {
+		if fetched >= k {
+			return true
+		}
+		for i := range n {
+			if need[i] && cols[i] == nil {
+				return false
+			}
+		}
+		return true
+	}
+	var hedge <-chan time.Time
+	if d := r.hedgeDelay(); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		hedge = t.C
+	}
+	for !done() {
+		if outstanding == 0 {
+			return fetched, nil // nobody left to ask: the caller reports it
+		}
+		select {
+		case a := <-arrivals:
+			outstanding--
+			if a.err != nil {
+				r.markBad(a.i, a.err)
+				if r.allNeededAsked(need, asked) && !need[a.i] {
+					// A hedge failed: replace it.
+					if j := next(); j >= 0 {
+						ask(j)
+					}
+					continue
+				}
+				// A needed shard failed: it takes k for a decode.
+				for short() > 0 {
+					j := next()
+					if j < 0 {
+						break
+					}
+					ask(j)
+				}
+				continue
+			}
+			r.noteLatency(a.d)
+			cols[a.i] = a.buf
+			fetched++
+		case <-hedge:
+			hedge = nil
+			for i := range n {
+				if asked[i] && cols[i] == nil && !r.isBad(i) {
+					if j := next(); j >= 0 {
+						ask(j)
+					}
+				}
+			}
+		case <-ctx.Done():
+			return fetched, ctx.Err()
+		}
+	}
+	// Whatever is still running lost the race: the rest of this read
+	// does without those servers when it can.
+	for i := range n {
+		if asked[i] && cols[i] == nil && !r.isBad(i) {
+			r.markSlow(i)
+		}
+	}
+	return fetched, nil
+}
+
+// allNeededAsked reports whether every needed shard is being fetched.
+func (r *reader) allNeededAsked(need, asked []bool) bool {
+	for i := range need {
+		if need[i] && !asked[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *reader) isSlow(i int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.slow[i]
+}
+
+func (r *reader) markSlow(i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.slow[i] = true
+}
+
+func (r *reader) countBad() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.bad)
+}
+
+func (r *reader) countSlow() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := 0
+	for i := range r.slow {
+		if r.bad[i] == nil {
+			c++
+		}
+	}
+	return c
 }
 
 func (r *reader) fetchOne(ctx context.Context, i int, off, length int64) ([]byte, error) {

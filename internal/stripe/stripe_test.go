@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/internal/shardrpc"
@@ -20,11 +21,14 @@ type memShards struct {
 	files   map[string][]byte // addr/file/idx -> data
 	down    map[string]bool   // addr -> refuses everything
 	corrupt map[string]bool   // addr -> GETs fail as corrupt
-	gets    int
+	// slow: addr -> GETs answer after this long (or when cancelled,
+	// whichever comes first): a hung or overloaded server.
+	slow map[string]time.Duration
+	gets int
 }
 
 func newMem() *memShards {
-	return &memShards{files: map[string][]byte{}, down: map[string]bool{}, corrupt: map[string]bool{}}
+	return &memShards{files: map[string][]byte{}, down: map[string]bool{}, corrupt: map[string]bool{}, slow: map[string]time.Duration{}}
 }
 
 func name(addr, id string, idx int) string { return fmt.Sprintf("%s/%s/%d", addr, id, idx) }
@@ -48,6 +52,16 @@ func (m *memShards) PutShard(ctx context.Context, addr, fileID string, idx int, 
 }
 
 func (m *memShards) GetShard(ctx context.Context, addr, fileID string, idx int, off, length int64) (io.ReadCloser, error) {
+	m.mu.Lock()
+	d := m.slow[addr]
+	m.mu.Unlock()
+	if d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gets++
@@ -190,5 +204,90 @@ func TestReadTouchesOnlyNeededShards(t *testing.T) {
 	}
 	if mem.gets != 1 {
 		t.Fatalf("ranged read inside one shard made %d shard requests, want 1", mem.gets)
+	}
+}
+
+// A hung server holding a needed data shard does not stall a read: after
+// the hedge delay one more shard is asked for and the stripe decodes from
+// the first k; later stripes do without the hung server from the start.
+// The table covers a hung data server, a hung server plus a dead one, and
+// hedging turned off (the read then waits for the shard timeout).
+func TestReadHedgesAroundSlowShard(t *testing.T) {
+	code, err := codec.Parse("rs-6-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 4096
+	size := int64(6*chunk*8 + 100) // 9 stripes
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(rand.IntN(256))
+	}
+	tests := []struct {
+		name    string
+		slow    []string
+		down    []string
+		hedge   time.Duration
+		timeout time.Duration
+		atMost  time.Duration // whole read
+		atLeast time.Duration
+	}{
+		{name: "one hung data server", slow: []string{"a2"}, atMost: 2 * MaxHedgeDelay},
+		{name: "hung and dead data servers", slow: []string{"a1"}, down: []string{"a3"}, atMost: 2 * MaxHedgeDelay},
+		{name: "fixed short hedge", slow: []string{"a0"}, hedge: 20 * time.Millisecond, atMost: 200 * time.Millisecond},
+		{name: "hedging off waits for the timeout", slow: []string{"a2"}, hedge: -1, timeout: 300 * time.Millisecond, atLeast: 300 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := newMem()
+			tg := targets(9)
+			if _, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: size}, bytes.NewReader(data)); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range tc.slow {
+				mem.slow[a] = time.Hour
+			}
+			for _, a := range tc.down {
+				mem.down[a] = true
+			}
+			var buf bytes.Buffer
+			t0 := time.Now()
+			err := Read(context.Background(), mem, ReadParams{Code: code, ChunkSize: chunk, FileID: "f", Size: size, Targets: tg,
+				HedgeDelay: tc.hedge, ShardTimeout: tc.timeout}, 0, size, &buf)
+			took := time.Since(t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(buf.Bytes(), data) {
+				t.Fatal("wrong bytes")
+			}
+			if tc.atMost > 0 && took > tc.atMost {
+				t.Errorf("read took %s, want at most %s", took, tc.atMost)
+			}
+			if took < tc.atLeast {
+				t.Errorf("read took %s, want at least %s", took, tc.atLeast)
+			}
+		})
+	}
+}
+
+// With every server healthy and fast, nothing is hedged: a read fetches
+// only the data shards it needs.
+func TestReadNoHedgeWhenHealthy(t *testing.T) {
+	code, _ := codec.Parse("rs-6-3")
+	const chunk = 4096
+	size := int64(6 * chunk * 4)
+	data := make([]byte, size)
+	mem := newMem()
+	tg := targets(9)
+	if _, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: size}, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	mem.gets = 0
+	if err := Read(context.Background(), mem, ReadParams{Code: code, ChunkSize: chunk, FileID: "f", Size: size, Targets: tg}, 0, size, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if mem.gets != 6*4 {
+		t.Errorf("%d shard GETs, want %d (no hedges)", mem.gets, 6*4)
 	}
 }
