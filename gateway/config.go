@@ -17,6 +17,9 @@ type Config struct {
 	Addr string
 	// Credentials maps access keys to secret keys.
 	Credentials map[string]string
+	// Domain, when set, enables virtual-hosted-style requests: a Host of
+	// BUCKET.Domain names the bucket, and the whole path is the key.
+	Domain string
 	// Region is the region reported to clients and accepted in signatures
 	// ("" accepts any region in the credential scope).
 	Region string

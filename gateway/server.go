@@ -157,7 +157,7 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 		}
 		return g.serveAdmin(c, admin)
 	}
-	bucket, key, err := splitPath(rawPath)
+	bucket, key, err := g.splitRequest(string(c.Request().Host()), rawPath)
 	if err != nil {
 		return err
 	}

@@ -332,6 +332,9 @@ func benchOne(ctx context.Context, stdout io.Writer, dir string, c codec.Code, t
 				progressbar.OptionSetWriter(os.Stderr), progressbar.OptionClearOnFinish())
 		}
 		row := BenchRow{Method: string(meth), Code: c.Name(), N: n, K: k, T: t, SRU: sru, NetLimit: limit, BytesLost: int64(groups*t) * shardSize, Runs: 1}
+		// NB: a pause longer than netlimit's idle gap, so every emulated
+		// link starts the method idle, with no credit from the last one.
+		time.Sleep(300 * time.Millisecond)
 		cpu0 := cpuSeconds(pids)
 		start := time.Now()
 		eg, gctx := errgroup.WithContext(ctx)

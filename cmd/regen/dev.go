@@ -111,7 +111,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	info := DevInfo{
-		Endpoint: "http://" + gw.addr, AccessKey: gf.accessKey, SecretKey: gf.secretKey, Region: gf.region, Secret: gf.secret,
+		Endpoint: gf.scheme() + "://" + gw.addr, AccessKey: gf.accessKey, SecretKey: gf.secretKey, Region: gf.region, Secret: gf.secret,
 		Gateways: []DevProcess{{ID: cfg.NodeID, PID: os.Getpid(), Addr: gw.addr, Gossip: gf.gossip}},
 	}
 	var procs []*exec.Cmd

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -42,6 +43,8 @@ type gatewayFlags struct {
 	chunk                   string
 	logFormat, logLevel     string
 	profile                 string
+	tlsCert, tlsKey         string
+	domain                  string
 }
 
 func (f *gatewayFlags) register(fs *flag.FlagSet) {
@@ -63,6 +66,32 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", env("REGEN_LOG_FORMAT", "text"), "log format: text or json (REGEN_LOG_FORMAT)")
 	fs.StringVar(&f.logLevel, "log-level", env("REGEN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (REGEN_LOG_LEVEL)")
 	fs.StringVar(&f.profile, "gossip-profile", env("REGEN_GOSSIP_PROFILE", "lan"), "gossip timing: lan, or local for one machine (REGEN_GOSSIP_PROFILE)")
+	fs.StringVar(&f.tlsCert, "tls-cert", env("REGEN_TLS_CERT", ""), "PEM certificate (chain) to serve S3 over HTTPS; needs --tls-key (REGEN_TLS_CERT)")
+	fs.StringVar(&f.tlsKey, "tls-key", env("REGEN_TLS_KEY", ""), "PEM private key of --tls-cert (REGEN_TLS_KEY)")
+	fs.StringVar(&f.domain, "domain", env("REGEN_DOMAIN", ""), "domain for virtual-hosted-style requests (BUCKET.DOMAIN); empty: path style only (REGEN_DOMAIN)")
+}
+
+// scheme is the S3 endpoint's URL scheme.
+func (f *gatewayFlags) scheme() string {
+	if f.tlsCert != "" {
+		return "https"
+	}
+	return "http"
+}
+
+// tlsListener wraps ln in TLS when a certificate is configured.
+func (f *gatewayFlags) tlsListener(ln net.Listener) (net.Listener, error) {
+	if f.tlsCert == "" && f.tlsKey == "" {
+		return ln, nil
+	}
+	if f.tlsCert == "" || f.tlsKey == "" {
+		return nil, usageErrorf("--tls-cert and --tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("TLS certificate: %w", err)
+	}
+	return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), nil
 }
 
 // config turns the flags into a gateway config.
@@ -70,6 +99,7 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = f.addr
 	cfg.Region = f.region
+	cfg.Domain = f.domain
 	cfg.DefaultCode = f.code
 	cfg.Credentials = map[string]string{f.accessKey: f.secretKey}
 	if f.credFile != "" {
@@ -165,6 +195,12 @@ func startGateway(ctx context.Context, cfg gateway.Config, f *gatewayFlags) (*ru
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen for S3 on %s: %w (is another regen running? choose another with --addr)", cfg.Addr, err)
 	}
+	tln, err := f.tlsListener(ln)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	ln = tln
 	host, port, err := splitHostPort("gossip", f.gossip)
 	if err != nil {
 		ln.Close()

@@ -19,27 +19,72 @@ import (
 	"net"
 	"strconv"
 	"strings"
-
-	"golang.org/x/time/rate"
+	"sync"
+	"time"
 )
 
 // Limiter caps traffic in each direction at a rate in bytes per second.
 // The zero value and nil are unlimited.
 type Limiter struct {
-	in, out *rate.Limiter
+	in, out *pacer
 	burst   int
 }
 
-// burstFor is the bucket depth: about 20 ms of traffic, at least 128 KiB.
-// A deeper bucket than the former 2 ms matters on a loaded machine: a
-// goroutine that wakes late from its wait finds the tokens of the lost
-// time still in the bucket, up to its depth; with a 2 ms bucket every
-// oversleep beyond 2 ms was bandwidth lost for good, so a busy CPU made
-// the emulated link slower than its rate, and more so for single-stream
-// patterns (a PUSH chain) than for many streams sharing one bucket (PULL).
-// Not deeper still: the first burst of every transfer goes unthrottled.
+// burstFor is the largest piece one Read or Write moves between waits.
 func burstFor(bytesPerSec int64) int {
-	return int(max(128<<10, bytesPerSec/50))
+	return int(max(64<<10, min(1<<20, bytesPerSec/50)))
+}
+
+// Catch-up rules of a pacer (see pacer).
+const (
+	// catchUp is how far a busy link may fall behind its schedule and
+	// still make the time up: a goroutine of a busy process that wakes
+	// late (the machine is loaded) finds the late time's bytes allowed.
+	catchUp = 250 * time.Millisecond
+	// idleGap is a pause with no traffic after which the link counts as
+	// idle: its schedule restarts at now, with no credit, so a transfer
+	// after a pause never gets a free burst.
+	idleGap = 100 * time.Millisecond
+)
+
+// pacer schedules bytes on a virtual clock: each transfer of n bytes
+// moves the link's next free time n/rate on and waits for it. Unlike a
+// token bucket, whose depth both forgives late wake-ups and hands out a
+// free burst after every pause (a deep bucket favoured short transfers,
+// a shallow one (the former 2 ms) lost every late wake-up's bandwidth
+// for good, so a loaded CPU made single-stream links slower than the
+// rate), it forgives lateness up to catchUp only while the link is busy,
+// and restarts without credit after idleGap of silence.
+type pacer struct {
+	mu       sync.Mutex
+	perByte  float64 // seconds
+	next     time.Time
+	lastDone time.Time
+}
+
+func newPacer(bytesPerSec int64) *pacer {
+	return &pacer{perByte: 1 / float64(bytesPerSec)}
+}
+
+// wait accounts n bytes and sleeps until the link has carried them.
+func (p *pacer) wait(n int) {
+	p.mu.Lock()
+	now := time.Now()
+	switch {
+	case now.Sub(p.lastDone) > idleGap && p.next.Before(now):
+		p.next = now // idle: no credit
+	case p.next.Before(now.Add(-catchUp)):
+		p.next = now.Add(-catchUp) // busy but late: bounded catch-up
+	}
+	p.next = p.next.Add(time.Duration(float64(n) * p.perByte * float64(time.Second)))
+	target := p.next
+	p.mu.Unlock()
+	if d := time.Until(target); d > 0 {
+		time.Sleep(d)
+	}
+	p.mu.Lock()
+	p.lastDone = time.Now()
+	p.mu.Unlock()
 }
 
 // New returns a Limiter of bytesPerSec per direction; 0 means unlimited.
@@ -47,12 +92,7 @@ func New(bytesPerSec int64) *Limiter {
 	if bytesPerSec <= 0 {
 		return nil
 	}
-	b := burstFor(bytesPerSec)
-	return &Limiter{
-		in:    rate.NewLimiter(rate.Limit(bytesPerSec), b),
-		out:   rate.NewLimiter(rate.Limit(bytesPerSec), b),
-		burst: b,
-	}
+	return &Limiter{in: newPacer(bytesPerSec), out: newPacer(bytesPerSec), burst: burstFor(bytesPerSec)}
 }
 
 // ParseRate parses a rate such as "125MB", "1Gbit", "100MiB" or "0" into
@@ -138,9 +178,9 @@ func (c *conn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		// NB: Background: a Read has no ctx; the conn's deadline or close
-		// ends a stuck peer, and the wait is at most one burst long.
-		_ = c.l.in.WaitN(context.Background(), n)
+		// NB: no ctx: a Read has none; the wait is at most one piece
+		// (plus what concurrent streams have booked) long.
+		c.l.in.wait(n)
 	}
 	return n, err
 }
@@ -150,7 +190,7 @@ func (c *conn) Write(p []byte) (int, error) {
 	total := 0
 	for len(p) > 0 {
 		n := min(len(p), c.l.burst)
-		_ = c.l.out.WaitN(context.Background(), n)
+		c.l.out.wait(n)
 		m, err := c.Conn.Write(p[:n])
 		total += m
 		if err != nil {

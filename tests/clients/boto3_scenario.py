@@ -1,0 +1,100 @@
+"""boto3 scenario of tests/clients/run.sh: multipart upload and download,
+listing with pagination, copy, multi-delete, presigned GET, conditional
+write and checksums against a running regen.
+
+usage: boto3_scenario.py ENDPOINT WORKDIR (credentials from AWS_* env)
+"""
+
+import hashlib
+import os
+import sys
+import urllib.request
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit("FAILED: " + what)
+    print("ok:", what)
+
+
+def digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def error_code(fn):
+    try:
+        fn()
+    except ClientError as e:
+        return e.response["Error"]["Code"]
+    return None
+
+
+def main():
+    endpoint, work = sys.argv[1], sys.argv[2]
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                      config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}))
+    bucket = "boto3"
+    s3.create_bucket(Bucket=bucket)
+    check(bucket in [b["Name"] for b in s3.list_buckets()["Buckets"]], "bucket listed")
+
+    mid = os.path.join(work, "mid.bin")
+    cfg = TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=8 << 20)
+    s3.upload_file(mid, bucket, "dir/mid.bin", Config=cfg)
+    head = s3.head_object(Bucket=bucket, Key="dir/mid.bin")
+    check(head["ETag"].strip('"').endswith("-5"), "multipart ETag has -5: " + head["ETag"])
+    out = os.path.join(work, "boto3-mid.out")
+    s3.download_file(bucket, "dir/mid.bin", out, Config=cfg)
+    check(digest(out) == digest(mid), "multipart round trip byte-identical")
+
+    rng = s3.get_object(Bucket=bucket, Key="dir/mid.bin", Range="bytes=8388600-8388615")["Body"].read()
+    with open(mid, "rb") as f:
+        f.seek(8388600)
+        check(rng == f.read(16), "range across a part boundary")
+
+    s3.copy_object(Bucket=bucket, Key="copy.bin", CopySource={"Bucket": bucket, "Key": "dir/mid.bin"})
+    check(s3.head_object(Bucket=bucket, Key="copy.bin")["ContentLength"] == os.path.getsize(mid), "copy_object")
+
+    keys = ["many/k%03d" % i for i in range(25)]
+    for k in keys:
+        s3.put_object(Bucket=bucket, Key=k, Body=k.encode())
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="many/", PaginationConfig={"PageSize": 7})
+    listed = [o["Key"] for p in pages for o in p.get("Contents", [])]
+    check(listed == keys, "paginated listing of 25 keys in pages of 7")
+
+    res = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys]})
+    check(len(res.get("Deleted", [])) == 25 and not res.get("Errors"), "delete_objects")
+    check(s3.list_objects_v2(Bucket=bucket, Prefix="many/")["KeyCount"] == 0, "deleted keys gone")
+
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "copy.bin"}, ExpiresIn=300)
+    with urllib.request.urlopen(url) as r:
+        check(hashlib.sha256(r.read()).hexdigest() == digest(mid), "presigned GET")
+
+    s3.put_object(Bucket=bucket, Key="once", Body=b"1", IfNoneMatch="*")
+    check(error_code(lambda: s3.put_object(Bucket=bucket, Key="once", Body=b"2", IfNoneMatch="*")) == "PreconditionFailed",
+          "conditional put refuses to overwrite")
+
+    s3.put_object(Bucket=bucket, Key="summed", Body=b"hello", ChecksumAlgorithm="SHA256")
+    h = s3.head_object(Bucket=bucket, Key="summed", ChecksumMode="ENABLED")
+    check(h.get("ChecksumSHA256") == "LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=", "SHA256 checksum stored and returned")
+
+    check(error_code(lambda: s3.get_object(Bucket=bucket, Key="missing")) == "NoSuchKey", "NoSuchKey")
+
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        objs = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if objs:
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": objs, "Quiet": True})
+    s3.delete_bucket(Bucket=bucket)
+    print("boto3 scenario passed")
+
+
+if __name__ == "__main__":
+    main()
