@@ -63,6 +63,15 @@ type StripeStatus struct {
 	// Waiting the degraded stripes no server can take a rebuilt shard of.
 	LostShards int64 `json:"lost_shards"`
 	Waiting    int64 `json:"waiting"`
+	// Pending counts the degraded stripes whose down servers are still
+	// within the repair grace; GraceLeftSeconds is the shortest time
+	// until one's shards count as lost and repair starts.
+	Pending          int64   `json:"pending"`
+	GraceLeftSeconds float64 `json:"grace_left_seconds"`
+	// DownSeen lists the down or suspect shard servers (by node ID) that
+	// every reporting repair worker has counted in a scan: a server down
+	// but not listed has not been looked at yet.
+	DownSeen []string `json:"down_seen,omitempty"`
 }
 
 // RepairStatus is the repair worker's progress over the cluster.
@@ -140,6 +149,7 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 	var eg errgroup.Group
 	stripes, repair := StripeStatus{}, RepairStatus{Methods: map[string]int64{}}
 	answered := 0
+	seen := map[string][]string{} // reporting server -> down servers it counted
 	for _, m := range members {
 		if m.Role != cluster.RoleShard || !m.Alive() {
 			continue
@@ -157,6 +167,11 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 			stripes.Degraded += s.Degraded
 			stripes.LostShards += s.LostShards
 			stripes.Waiting += s.Waiting
+			stripes.Pending += s.Pending
+			if s.GraceLeftSeconds > 0 && (stripes.GraceLeftSeconds == 0 || s.GraceLeftSeconds < stripes.GraceLeftSeconds) {
+				stripes.GraceLeftSeconds = s.GraceLeftSeconds
+			}
+			seen[m.ID] = s.DownSeen
 			repair.Queued += r.Queued
 			repair.Running += r.Running
 			repair.Done += r.Done
@@ -174,6 +189,7 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 	}
 	eg.Wait()
 	if answered > 0 {
+		stripes.DownSeen = seenByAll(seen)
 		st.Stripes, st.Repair = &stripes, &repair
 	}
 }

@@ -391,6 +391,9 @@ func (w *Worker) scan(ctx context.Context) error {
 		}
 		counts.Degraded += parts
 		counts.LostShards += parts * int64(len(downs))
+		if len(lost) == 0 {
+			counts.Pending += parts
+		}
 		if len(lost) > 0 {
 			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs)}
 			if w.isWaiting(j.ref()) {
@@ -403,6 +406,21 @@ func (w *Worker) scan(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Down servers, and when the first still within the grace turns lost.
+	for id, ni := range v.nodes {
+		if !ni.Live || ni.Suspect {
+			counts.DownSeen = append(counts.DownSeen, id)
+		}
+		if ni.Live || v.replaced[id] {
+			continue
+		}
+		if left := w.cfg.Grace - w.now().Sub(v.since[id]); left > 0 && counts.Pending > 0 {
+			if s := left.Seconds(); counts.GraceLeft == 0 || s < counts.GraceLeft {
+				counts.GraceLeft = s
+			}
+		}
+	}
+	slices.Sort(counts.DownSeen)
 	w.mu.Lock()
 	w.stripes = counts
 	w.mu.Unlock()

@@ -55,6 +55,7 @@ func adminRun(ctx context.Context, name string, args []string, stdout io.Writer,
 	fs.StringVar(&c.secretKey, "secret-key", env("REGEN_SECRET_KEY", env("AWS_SECRET_ACCESS_KEY", defaultSecretKey)), "secret key (REGEN_SECRET_KEY, AWS_SECRET_ACCESS_KEY)")
 	fs.StringVar(&c.region, "region", env("REGEN_REGION", "us-east-1"), "region (REGEN_REGION)")
 	jsonOut := fs.Bool("json", false, "print JSON")
+	fs.DurationVar(&c.timeout, "timeout", 0, "repair watch: give up after this long, 0 = never")
 	// Flags may come before or after the positional arguments.
 	var pos []string
 	for {
@@ -85,6 +86,7 @@ func adminRun(ctx context.Context, name string, args []string, stdout io.Writer,
 type adminClient struct {
 	endpoint, accessKey, secretKey, region string
 	json                                   bool
+	timeout                                time.Duration // repair watch
 	hc                                     *http.Client
 }
 

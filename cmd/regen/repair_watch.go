@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -10,39 +11,50 @@ import (
 	"time"
 
 	"github.com/regen-s3/regen/gateway"
+	"github.com/regen-s3/regen/internal/cluster"
 )
 
-// adminRepairWatch draws repair progress until nothing is degraded.
+// watchSettle is how long a watch that has seen no damage at all keeps
+// looking before it believes the cluster is healthy: a server killed a
+// moment ago may still answer the first status.
+const watchSettle = 2 * time.Second
+
+// adminRepairWatch draws repair progress until the cluster is fully
+// redundant: nothing degraded, nothing queued or running, and no shard
+// server down, suspect or unreachable whose shards the repair workers
+// have not counted yet. Right after a kill, a server's shards are not
+// lost until the grace passes; the watch says so and keeps waiting.
 func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writer) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	start := time.Now()
 	var peak int64 // most degraded stripes seen: the bar's 100%
-	var firstDone int64 = -1
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		var st gateway.Status
 		if err := c.get(ctx, "status", &st); err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("repair watch: not fully redundant after %s", c.timeout)
+			}
 			return err
 		}
 		if st.Stripes == nil || st.Repair == nil {
 			return fmt.Errorf("the gateway reports no repair status (are the shard servers running the repair worker?)")
 		}
 		s, r := st.Stripes, st.Repair
-		if firstDone < 0 {
-			firstDone = r.Done
-		}
 		peak = max(peak, s.Degraded)
+		v := watchVerdict(st, peak, time.Since(start))
 		if c.json {
-			fmt.Fprintf(w, `{"t":%.1f,"stripes":%d,"degraded":%d,"lost_shards":%d,"waiting":%d,"queued":%d,"running":%d,"done":%d,"failed":%d,"bytes_moved":%d}`+"\n",
-				time.Since(start).Seconds(), s.Total, s.Degraded, s.LostShards, s.Waiting, r.Queued, r.Running, r.Done, r.Failed, r.BytesMoved)
+			fmt.Fprintf(w, `{"t":%.1f,"stripes":%d,"degraded":%d,"pending":%d,"lost_shards":%d,"waiting":%d,"queued":%d,"running":%d,"done":%d,"failed":%d,"bytes_moved":%d,"down":%d,"grace_left_seconds":%.1f,"state":%q}`+"\n",
+				time.Since(start).Seconds(), s.Total, s.Degraded, s.Pending, s.LostShards, s.Waiting, r.Queued, r.Running, r.Done, r.Failed, r.BytesMoved, v.down, s.GraceLeftSeconds, v.state)
 		} else {
-			fmt.Fprintf(w, "\r%s", progressLine(s, r, peak, time.Since(start)))
+			fmt.Fprintf(w, "\r%s", v.line)
 		}
-		// NB: right after a kill, gossip has not noticed yet and nothing
-		// looks degraded; a watch that sees no damage waits a little
-		// before it believes it.
-		settled := peak > 0 || time.Since(start) >= 10*time.Second
-		if settled && s.Degraded == 0 && r.Queued == 0 && r.Running == 0 {
+		if v.done {
 			if !c.json {
 				fmt.Fprintf(w, "\nfully redundant: %d stripes healthy; %d repairs since the servers started (%s), %s moved, %d failed; watched %s",
 					s.Total, r.Done, methodMix(r.Methods), humanBytes(r.BytesMoved), r.Failed, time.Since(start).Round(100*time.Millisecond))
@@ -56,10 +68,70 @@ func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writ
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(w)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("repair watch: not fully redundant after %s (%s)", c.timeout, v.state)
+			}
 			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// verdict is what one status means for the watch.
+type verdict struct {
+	done  bool
+	down  int    // shard servers dead, suspect or unreachable
+	state string // "redundant", "detecting", "grace", "repairing"
+	line  string
+}
+
+// watchVerdict decides from one status whether the cluster is fully
+// redundant, and the progress line to draw.
+func watchVerdict(st gateway.Status, peak int64, elapsed time.Duration) verdict {
+	s, r := st.Stripes, st.Repair
+	seen := map[string]bool{}
+	for _, id := range s.DownSeen {
+		seen[id] = true
+	}
+	var down, unseen int
+	for _, n := range st.Nodes {
+		if n.Role != cluster.RoleShard || n.State == cluster.StateLeft {
+			continue
+		}
+		// A server killed a moment ago is still alive in gossip but no
+		// longer answers the gateway: down as far as the watch goes.
+		if n.State == cluster.StateDead || n.State == cluster.StateSuspect || n.Error != "" {
+			down++
+			if n.State != cluster.StateDead || !seen[n.ID] {
+				unseen++ // not counted by every repair worker yet
+			}
+		}
+	}
+	v := verdict{down: down}
+	busy := s.Degraded > 0 || r.Queued > 0 || r.Running > 0
+	switch {
+	case !busy && unseen == 0 && (peak > 0 || down > 0 || elapsed >= watchSettle):
+		v.done, v.state = true, "redundant"
+	case unseen > 0:
+		v.state = "detecting"
+	case s.Degraded > 0 && s.Degraded == s.Pending && r.Queued == 0 && r.Running == 0:
+		v.state = "grace"
+	case busy:
+		v.state = "repairing"
+	default:
+		v.state = "settling"
+	}
+	switch v.state {
+	case "detecting":
+		v.line = fmt.Sprintf("waiting for detection: %d servers down or unreachable, %d not yet counted by the repair workers  %s   ",
+			down, unseen, elapsed.Round(time.Second))
+	case "grace":
+		v.line = fmt.Sprintf("waiting for grace: %d servers down, %d stripes degraded, repair starts in %s  %s   ",
+			down, s.Degraded, (time.Duration(s.GraceLeftSeconds * float64(time.Second))).Round(time.Second), elapsed.Round(time.Second))
+	default:
+		v.line = progressLine(s, r, peak, elapsed)
+	}
+	return v
 }
 
 func progressLine(s *gateway.StripeStatus, r *gateway.RepairStatus, peak int64, elapsed time.Duration) string {

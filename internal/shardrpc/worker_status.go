@@ -32,6 +32,14 @@ type StripeCounts struct {
 	LostShards int64 `json:"lost_shards"`
 	// Waiting groups have lost shards but no server that may take them.
 	Waiting int64 `json:"waiting"`
+	// Pending groups are degraded only by servers still within the repair
+	// grace; GraceLeft is the shortest time, in seconds, until a down
+	// server's shards count as lost (0: none pending).
+	Pending   int64   `json:"pending"`
+	GraceLeft float64 `json:"grace_left_seconds"`
+	// DownSeen are the shard servers (node IDs) down or suspect at the
+	// last scan: a watcher knows their shards have been counted.
+	DownSeen []string `json:"down_seen,omitempty"`
 }
 
 // RepairCounts count repair jobs (one per object version) since start.

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/gateway"
+	"github.com/regen-s3/regen/internal/cluster"
+)
+
+func TestWatchVerdict(t *testing.T) {
+	node := func(id string, state cluster.State, errText string) gateway.NodeStatus {
+		return gateway.NodeStatus{Member: cluster.Member{ID: id, State: state, Meta: cluster.Meta{Role: cluster.RoleShard}}, Error: errText}
+	}
+	healthy := []gateway.NodeStatus{node("a", cluster.StateAlive, ""), node("b", cluster.StateAlive, ""), node("c", cluster.StateAlive, "")}
+	withDown := func(nodes ...gateway.NodeStatus) []gateway.NodeStatus {
+		return append(append([]gateway.NodeStatus{}, healthy[:1]...), nodes...)
+	}
+	tests := []struct {
+		name    string
+		nodes   []gateway.NodeStatus
+		stripes gateway.StripeStatus
+		repair  gateway.RepairStatus
+		peak    int64
+		elapsed time.Duration
+		done    bool
+		state   string
+	}{
+		{name: "healthy, after the settle time", nodes: healthy, elapsed: 3 * time.Second, done: true, state: "redundant"},
+		{name: "healthy, just started", nodes: healthy, elapsed: time.Second, state: "settling"},
+		{name: "killed a moment ago: alive in gossip but unreachable",
+			nodes: withDown(node("b", cluster.StateAlive, "connection refused")), elapsed: 5 * time.Second, state: "detecting"},
+		{name: "suspect", nodes: withDown(node("b", cluster.StateSuspect, "")), elapsed: 5 * time.Second, state: "detecting"},
+		{name: "dead, workers have not scanned since",
+			nodes: withDown(node("b", cluster.StateDead, "")), elapsed: 5 * time.Second, state: "detecting"},
+		{name: "dead, within the grace",
+			nodes:   withDown(node("b", cluster.StateDead, "")),
+			stripes: gateway.StripeStatus{Total: 20, Degraded: 20, Pending: 20, GraceLeftSeconds: 3, DownSeen: []string{"b"}},
+			peak:    20, state: "grace"},
+		{name: "repairing",
+			nodes:   withDown(node("b", cluster.StateDead, "")),
+			stripes: gateway.StripeStatus{Total: 20, Degraded: 5, DownSeen: []string{"b"}},
+			repair:  gateway.RepairStatus{Running: 2}, peak: 20, state: "repairing"},
+		{name: "last job running, nothing degraded any more",
+			nodes:   withDown(node("b", cluster.StateDead, "")),
+			stripes: gateway.StripeStatus{Total: 20, DownSeen: []string{"b"}},
+			repair:  gateway.RepairStatus{Running: 1}, peak: 20, state: "repairing"},
+		{name: "repaired: dead server counted, nothing degraded",
+			nodes:   withDown(node("b", cluster.StateDead, "")),
+			stripes: gateway.StripeStatus{Total: 20, DownSeen: []string{"b"}},
+			peak:    20, done: true, state: "redundant"},
+		{name: "a dead server that held nothing",
+			nodes:   withDown(node("b", cluster.StateDead, "")),
+			stripes: gateway.StripeStatus{Total: 20, DownSeen: []string{"b"}}, elapsed: time.Second, done: true, state: "redundant"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := gateway.Status{Nodes: tc.nodes, Stripes: &tc.stripes, Repair: &tc.repair}
+			v := watchVerdict(st, tc.peak, tc.elapsed)
+			if v.done != tc.done || v.state != tc.state {
+				t.Errorf("done=%v state=%q, want done=%v state=%q (%s)", v.done, v.state, tc.done, tc.state, v.line)
+			}
+		})
+	}
+}

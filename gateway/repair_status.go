@@ -1,0 +1,74 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+)
+
+// repairStatusClient is how the shard client reports one server's repair
+// worker (*shardrpc.Client has it).
+type repairStatusClient interface {
+	RepairStatus(ctx context.Context, addr string) (shardrpc.RepairStatus, error)
+}
+
+// shardRepairSource adapts the shard servers' repair status to the
+// admin status's RepairSource.
+type shardRepairSource struct{ c repairStatusClient }
+
+// repairSource returns the RepairSource of a shard API, if it has one.
+func repairSource(shards any) (RepairSource, bool) {
+	if s, ok := shards.(RepairSource); ok {
+		return s, true
+	}
+	if c, ok := shards.(repairStatusClient); ok {
+		return shardRepairSource{c}, true
+	}
+	return nil, false
+}
+
+// RepairStatus converts one server's report. Each stripe group is counted
+// only by its coordinator, so the sums over servers are cluster totals.
+func (s shardRepairSource) RepairStatus(ctx context.Context, addr string) (StripeStatus, RepairStatus, error) {
+	st, err := s.c.RepairStatus(ctx, addr)
+	if err != nil {
+		return StripeStatus{}, RepairStatus{}, err
+	}
+	stripes := StripeStatus{
+		Total: st.Stripes.Total, Healthy: st.Stripes.Total - st.Stripes.Degraded, Degraded: st.Stripes.Degraded,
+		LostShards: st.Stripes.LostShards, Waiting: st.Stripes.Waiting,
+		Pending: st.Stripes.Pending, GraceLeftSeconds: st.Stripes.GraceLeft, DownSeen: st.Stripes.DownSeen,
+	}
+	r := RepairStatus{
+		Queued: st.Repair.Queued, Running: st.Repair.Running, Done: st.Repair.Done, Failed: st.Repair.Failed,
+		BytesMoved: st.Repair.BytesMoved, ETASeconds: st.Repair.Remaining, Methods: st.Repair.ByMethod,
+	}
+	if b := st.Batch; b != nil && b.Elapsed > 0 {
+		r.RateBytesPerSec = float64(b.Bytes) / b.Elapsed
+		r.PredictedSeconds, r.ElapsedSeconds = b.Predicted, b.Elapsed
+	} else if b := st.Last; b != nil {
+		r.PredictedSeconds, r.ElapsedSeconds = b.Predicted, b.Elapsed
+	}
+	return stripes, r, nil
+}
+
+// seenByAll returns the down servers every reporting worker counted at
+// its last scan, sorted. A server only some have counted is left out:
+// the others may still find stripes of theirs on it.
+func seenByAll(seen map[string][]string) []string {
+	count := map[string]int{}
+	for _, ids := range seen {
+		for _, id := range ids {
+			count[id]++
+		}
+	}
+	var out []string
+	for id, c := range count {
+		if c == len(seen) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
