@@ -25,6 +25,7 @@ type ShardAPI interface {
 	DeleteShard(ctx context.Context, addr, fileID string, idx int) error
 	PutManifest(ctx context.Context, addr string, m *metadata.Manifest) (bool, metadata.Version, error)
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
+	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
 	List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
 	PutBucket(ctx context.Context, addr string, b *metadata.Bucket) error
 	ListBuckets(ctx context.Context, addr string) ([]metadata.Bucket, error)
@@ -116,8 +117,10 @@ type manifestVote struct {
 
 // readManifest returns the newest manifest of bucket/key that enough
 // servers confirm: at least k of its code (as many as a decode needs, and
-// fewer than the k+1 a successful write leaves). A tombstone is returned
-// as errNotFound. It walks the key's rendezvous order over the live shard
+// fewer than the k+1 a successful write leaves). A server votes for every
+// version it holds, current or previous: a failed overwrite leaves the
+// acknowledged version as a previous one on the servers it reached, until
+// it is confirmed or rolled back. A tombstone is returned as errNotFound. It walks the key's rendezvous order over the live shard
 // servers in batches until an answer is confirmed.
 func (l *layer) readManifest(ctx context.Context, bucket, key string) (*metadata.Manifest, error) {
 	ids, addrs := l.liveShards()
@@ -162,7 +165,7 @@ func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[stri
 	var g errgroup.Group
 	for _, id := range nodes {
 		g.Go(func() error {
-			m, err := l.shards.GetManifest(ctx, addrs[id], bucket, key)
+			cur, prev, err := l.shards.GetManifestVersions(ctx, addrs[id], bucket, key)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -171,10 +174,12 @@ func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[stri
 			case err != nil:
 				v.errs = append(v.errs, err)
 			default:
-				if _, ok := v.byVersion[m.Version]; !ok {
-					v.byVersion[m.Version] = m
+				for _, m := range append([]*metadata.Manifest{cur}, prev...) {
+					if _, ok := v.byVersion[m.Version]; !ok {
+						v.byVersion[m.Version] = m
+					}
+					v.votes[m.Version]++
 				}
-				v.votes[m.Version]++
 			}
 			return nil
 		})

@@ -143,19 +143,29 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 }
 
 // confirmedEntry picks, among the copies of one name from several servers,
-// the newest version that enough servers confirm (as reads do), so a write
-// that failed to reach quorum is not listed. Common prefixes need no vote.
+// the newest version that enough servers confirm (as reads do, counting
+// previous versions as votes too), so a write that failed to reach quorum
+// is not listed and does not hide the version it failed to replace. Common
+// prefixes need no vote.
 func (l *layer) confirmedEntry(same []metadata.ListEntry) (metadata.ListEntry, bool) {
 	if same[0].Prefix != "" {
 		return same[0], true
 	}
-	votes := map[metadata.Version]int{}
+	var all []metadata.ListEntry
 	for _, e := range same {
+		all = append(all, e)
+		for _, p := range e.Previous {
+			p.Key = e.Key
+			all = append(all, p)
+		}
+	}
+	votes := map[metadata.Version]int{}
+	for _, e := range all {
 		votes[e.Version]++
 	}
 	var best metadata.ListEntry
 	found := false
-	for _, e := range same {
+	for _, e := range all {
 		need := 1
 		if e.Code != "" {
 			if c, err := l.code(e.Code); err == nil {

@@ -48,7 +48,8 @@ type Config struct {
 	// undone here. Default 10m.
 	RollbackAfter time.Duration
 	// ConfirmRetry is how long a confirm job that could not decide waits
-	// before it asks the peers again. Default 30s.
+	// before it asks the peers again (at most a quarter of RollbackAfter,
+	// at least 1s). Default 30s.
 	ConfirmRetry time.Duration
 	// Peers returns the shard API address of a live peer by node ID, for
 	// confirm jobs. Nil, or ok=false: the peer counts as unreachable, so

@@ -151,7 +151,7 @@ func (s *Server) runConfirms(ctx context.Context) (int, error) {
 					// NB: queue the retry before removing the job, so a
 					// crash in between repeats a job rather than losing it.
 					next := j
-					next.Due = s.now().Add(s.cfg.ConfirmRetry)
+					next.Due = s.now().Add(s.retryDelay())
 					if err := s.meta.EnqueueConfirm(ctx, next); err != nil {
 						return err
 					}
@@ -171,6 +171,12 @@ func (s *Server) runConfirms(ctx context.Context) (int, error) {
 			return finished, err
 		}
 	}
+}
+
+// retryDelay is ConfirmRetry, but short enough that a rollback is not
+// late by much more than RollbackAfter (which dev and tests set low).
+func (s *Server) retryDelay() time.Duration {
+	return min(s.cfg.ConfirmRetry, max(s.cfg.RollbackAfter/4, time.Second))
 }
 
 // confirm runs one job; done is false when it must be asked again.

@@ -138,7 +138,9 @@ const (
 )
 
 func newConfirmEnv(t *testing.T, unknown ...string) *confirmEnv {
-	e := newEnv(t, func(c *Config) { c.GCDelay, c.RollbackAfter, c.ConfirmRetry = testGCDelay, testRollbackAfter, 30*time.Second })
+	e := newEnv(t, func(c *Config) {
+		c.GCDelay, c.RollbackAfter, c.ConfirmRetry = testGCDelay, testRollbackAfter, 30*time.Second
+	})
 	ce := &confirmEnv{testEnv: e, peers: &fakePeers{}, clock: &fakeClock{t: time.Unix(1_000_000, 0)}}
 	e.withPeers(ce.peers, unknown...)
 	e.srv.now = ce.clock.now

@@ -49,6 +49,9 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	shards := fs.Int("shards", envInt("REGEN_SHARDS", 12), "number of shard servers (REGEN_SHARDS)")
 	var rf repairFlags
 	rf.register(fs)
+	sdef := shardserver.DefaultConfig()
+	gcDelay := fs.Duration("gc-delay", envDuration("REGEN_GC_DELAY", sdef.GCDelay), "shard servers' --gc-delay (REGEN_GC_DELAY)")
+	rollbackAfter := fs.Duration("rollback-after", envDuration("REGEN_ROLLBACK_AFTER", sdef.RollbackAfter), "shard servers' --rollback-after (REGEN_ROLLBACK_AFTER)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -155,6 +158,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		cmd := exec.Command(self, "shard", "--data", dir, "--listen", httpAddr, "--gossip", gossipAddr,
 			"--join", gf.gossip, "--gossip-profile", gf.profile, "--log-format", gf.logFormat, "--log-level", gf.logLevel)
 		cmd.Args = append(cmd.Args, rf.args()...)
+		cmd.Args = append(cmd.Args, "--gc-delay", gcDelay.String(), "--rollback-after", rollbackAfter.String())
 		cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+gf.secret)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		// Children die with the dev process, however it ends.

@@ -28,6 +28,7 @@ type shardFlags struct {
 	secret, zone, replaces                         string
 	logFormat, logLevel, profile                   string
 	uploadMaxAge, uploadSweep                      time.Duration
+	gcDelay, rollbackAfter                         time.Duration
 	repair                                         repairFlags
 	netLimit                                       string
 }
@@ -50,6 +51,8 @@ func (f *shardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.netLimit, "net-limit", env("REGEN_NET_LIMIT", "0"), "cap shard traffic per direction, e.g. 125MB for 1 Gb/s; emulates a NIC (not switch incast) when many servers share one machine; 0 = unlimited (REGEN_NET_LIMIT)")
 	def := shardserver.DefaultConfig()
 	fs.DurationVar(&f.uploadMaxAge, "upload-max-age", envDuration("REGEN_UPLOAD_MAX_AGE", def.UploadMaxAge), "abort incomplete multipart uploads older than this (REGEN_UPLOAD_MAX_AGE)")
+	fs.DurationVar(&f.gcDelay, "gc-delay", envDuration("REGEN_GC_DELAY", def.GCDelay), "how long after a replacement its confirm job runs; a replaced version's shards go only once the replacement is confirmed (REGEN_GC_DELAY)")
+	fs.DurationVar(&f.rollbackAfter, "rollback-after", envDuration("REGEN_ROLLBACK_AFTER", def.RollbackAfter), "roll back a replacing manifest that provably never reached a write quorum after this long; must outlast the slowest PUT (REGEN_ROLLBACK_AFTER)")
 	fs.DurationVar(&f.uploadSweep, "upload-sweep-interval", envDuration("REGEN_UPLOAD_SWEEP_INTERVAL", def.UploadSweepInterval), "how often abandoned multipart uploads are looked for (REGEN_UPLOAD_SWEEP_INTERVAL)")
 }
 
@@ -82,6 +85,19 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg.DataDir, cfg.Secret, cfg.NodeID = f.data, f.secret, id
 	cfg.Logger, cfg.Registerer = log, reg
 	cfg.UploadMaxAge, cfg.UploadSweepInterval = f.uploadMaxAge, f.uploadSweep
+	cfg.GCDelay, cfg.RollbackAfter = f.gcDelay, f.rollbackAfter
+	// NB: confirm jobs run from srv.Run, which starts after node is set.
+	var node *cluster.Node
+	cfg.Peers = func(id string) (string, bool) {
+		if node == nil {
+			return "", false
+		}
+		m, ok := node.Member(id)
+		if !ok || !m.Alive() || m.HTTP == "" {
+			return "", false
+		}
+		return m.HTTP, true
+	}
 	rateLimit, err := netlimit.ParseRate(f.netLimit)
 	if err != nil {
 		return usageErrorf("--net-limit: %v", err)
@@ -114,7 +130,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	node, err := cluster.Start(ctx, ccfg)
+	node, err = cluster.Start(ctx, ccfg)
 	if err != nil {
 		return err
 	}
