@@ -8,8 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
 )
 
 // These benchmarks measure the dev cluster as a user sees it: a real
@@ -94,3 +98,55 @@ func peakRSS(t testing.TB, pid int) int64 {
 }
 
 var _ = bytes.NewReader
+
+// BenchmarkS3GetDegraded64MiB is BenchmarkS3Get64MiB with three of the
+// object's data-shard servers killed (rs-6-3 survives n-k = 3): every
+// stripe is decoded from the three remaining data shards and three
+// parity shards. The grace is long, so no repair runs meanwhile. Compare
+// its MB/s with BenchmarkS3Get64MiB's (target: at least 70%).
+func BenchmarkS3GetDegraded64MiB(b *testing.B) {
+	const size = 64 << 20
+	d := startDev(b, "--repair-grace", "1h")
+	c := d.client(b)
+	mustMakeBucket(b, c, "bench")
+	data := randomData(size, 1)
+	put(b, c, "bench", "obj", data, minio.PutObjectOptions{DisableMultipart: true})
+	sc := shardrpc.New(d.info.Secret, nil)
+	var m *metadata.Manifest
+	for _, s := range d.info.Shards {
+		if got, err := sc.GetManifest(ctx(b), s.Addr, "bench", "obj"); err == nil {
+			m = got
+			break
+		}
+	}
+	if m == nil {
+		b.Fatal("no manifest")
+	}
+	killed := 0
+	for _, id := range m.Placement[:3] { // data shards 0..2
+		for i, s := range d.info.Shards {
+			if s.ID == id {
+				d.killShard(i)
+				killed++
+			}
+		}
+	}
+	waitFor(b, 60*time.Second, "gossip to see the dead servers", func() bool { return d.deadShards(b) == killed })
+	get := func() {
+		obj, err := c.GetObject(ctx(b), "bench", "obj", minio.GetObjectOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, obj)
+		obj.Close()
+		if err != nil || n != size {
+			b.Fatalf("get: %d bytes, %v", n, err)
+		}
+	}
+	get() // warm up the connections to the survivors
+	b.SetBytes(size)
+	b.ResetTimer()
+	for range b.N {
+		get()
+	}
+}
