@@ -203,6 +203,9 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Has("uploads"):
 			*op = "ListMultipartUploads"
 			return g.listMultipartUploads(c, req)
+		case q.Has("versioning"):
+			*op = "GetBucketVersioning"
+			return g.bucketVersioning(c, req)
 		case q.Has("location"):
 			*op = "GetBucketLocation"
 			return g.bucketLocation(c, req)
