@@ -311,8 +311,9 @@ func coordinator(v nodeView, pl []string) string {
 	return ""
 }
 
-// eachManifest calls fn for every live, erasure-coded manifest in the
-// local store.
+// eachManifest calls fn for every live manifest in the local store:
+// erasure-coded objects and small objects stored inline in their
+// manifest (no parts; their placement servers hold the manifest).
 func (w *Worker) eachManifest(ctx context.Context, fn func(*metadata.Manifest) error) error {
 	buckets, err := w.store.ListBuckets(ctx)
 	if err != nil {
@@ -336,7 +337,7 @@ func (w *Worker) eachManifest(ctx context.Context, fn func(*metadata.Manifest) e
 				if err != nil {
 					return err
 				}
-				if m.Deleted || len(m.Parts) == 0 {
+				if m.Deleted || len(m.Placement) == 0 {
 					continue
 				}
 				if err := fn(m); err != nil {
@@ -374,7 +375,7 @@ func (w *Worker) scan(ctx context.Context) error {
 		if coordinator(v, m.Placement) != v.self {
 			return nil
 		}
-		parts := int64(len(m.Parts))
+		parts := int64(max(len(m.Parts), 1)) // an inline object is one group
 		counts.Total += parts
 		var downs, lost []int
 		for i, id := range m.Placement {
@@ -611,6 +612,9 @@ func (w *Worker) estimate(j *job) Cost {
 	}
 	if !j.inPlace {
 		total.Fsyncs += float64(len(m.Placement))
+	}
+	if len(m.Parts) == 0 {
+		total.Seconds = w.cfg.Model.Setup.Seconds() // an inline object: one manifest switch
 	}
 	return total
 }

@@ -71,6 +71,9 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 			pinned[i] = m.Placement[i]
 		}
 	}
+	if len(m.Parts) == 0 {
+		return w.repairInline(ctx, v, m, lost, j)
+	}
 	total := Result{Rebuilt: map[int]Node{}}
 	for pi, p := range m.Parts {
 		d, err := w.plan(v, m, p, lost, pinned)
@@ -333,4 +336,32 @@ func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.M
 		return fmt.Errorf("repair: switch %s/%s: %d of %d servers stored it, need %d: %w", old.Bucket, old.Key, ok, len(targets), quorum, errors.Join(errs...))
 	}
 	return nil
+}
+
+// Inline is the Result.Method of an object stored inside its manifest:
+// its "repair" is copying the manifest to new servers.
+const Inline Method = "inline"
+
+// repairInline gives an object stored inside its manifest new placement
+// servers for the lost ones: the manifest switch itself writes the
+// (whole) object to them.
+func (w *Worker) repairInline(ctx context.Context, v nodeView, m *metadata.Manifest, lost []int, j *job) (Result, error) {
+	if j.inPlace {
+		return Result{}, fmt.Errorf("%w: %s is inline, nothing to rebuild in place", errRetryLater, j.ref())
+	}
+	dest, _ := destinations(PlanInput{Group: Group{Key: m.Bucket + "/" + m.Key, Placement: m.Placement}, Nodes: v.nodes}, lost)
+	if len(dest) == 0 {
+		w.mu.Lock()
+		w.waiting[j.ref()] = true
+		w.mu.Unlock()
+		w.m.decision("waiting")
+		return Result{}, fmt.Errorf("%w: %w: %s", errRetryLater, ErrNoCapacity, j.ref())
+	}
+	res := Result{Method: Inline, Rebuilt: map[int]Node{}}
+	for i, id := range dest {
+		res.Rebuilt[i] = Node{ID: id, Addr: v.nodes[id].Addr}
+	}
+	w.m.decision(string(Inline))
+	w.log.Info("repair plan", "object", j.ref(), "method", Inline, "lost", lost, "dest", destIDs(res.Rebuilt))
+	return res, w.switchManifest(ctx, v, m, res.Rebuilt)
 }
