@@ -2,13 +2,13 @@ package repair
 
 import (
 	"context"
-	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -52,6 +52,65 @@ func (w *Worker) runSync(ctx context.Context) {
 	}
 }
 
+// confirmedNewer returns the newest version of m's key, newer than m, that
+// a write quorum of servers hold as current; nil if there is none. Taking
+// any newer version a single peer holds would spread a write that failed
+// (and that its servers will roll back) over the whole placement, and
+// readers would then choose a version whose shards do not exist.
+func (w *Worker) confirmedNewer(ctx context.Context, v nodeView, m *metadata.Manifest, quorums *quorumCache) *metadata.Manifest {
+	votes := map[metadata.Version]int{}
+	seen := map[metadata.Version]*metadata.Manifest{m.Version: m}
+	votes[m.Version]++ // this server
+	for _, id := range m.Placement {
+		ni := v.nodes[id]
+		if id == v.self || !ni.Live {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cur, err := w.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
+		cancel()
+		if err != nil {
+			continue
+		}
+		votes[cur.Version]++
+		if _, ok := seen[cur.Version]; !ok {
+			seen[cur.Version] = cur
+		}
+	}
+	var best *metadata.Manifest
+	for ver, cand := range seen {
+		if !m.Version.Less(ver) || votes[ver] < quorums.get(cand) {
+			continue
+		}
+		if best == nil || best.Version.Less(ver) {
+			best = cand
+		}
+	}
+	return best
+}
+
+// quorumCache remembers the write quorum (k+1) of each code name.
+type quorumCache struct {
+	mu sync.Mutex
+	k  map[string]int
+}
+
+func newQuorumCache() *quorumCache { return &quorumCache{k: map[string]int{}} }
+
+func (q *quorumCache) get(m *metadata.Manifest) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k, ok := q.k[m.Code]
+	if !ok {
+		k = len(m.Placement)/2 + 1 - 1 // unknown code: a majority
+		if c, err := codec.Parse(m.Code); err == nil {
+			k = c.DataShards()
+		}
+		q.k[m.Code] = k
+	}
+	return min(k+1, len(m.Placement))
+}
+
 // syncManifests pulls newer versions of the local manifests from their
 // placement peers; it returns how many it stored.
 func (w *Worker) syncManifests(ctx context.Context) (int, error) {
@@ -73,25 +132,10 @@ func (w *Worker) syncManifests(ctx context.Context) (int, error) {
 	updated := 0
 	type upd struct{ m *metadata.Manifest }
 	results := make(chan upd, len(local))
+	quorums := newQuorumCache()
 	for _, m := range local {
 		g.Go(func() error {
-			best := m
-			for _, id := range m.Placement {
-				ni := v.nodes[id]
-				if id == v.self || !ni.Live {
-					continue
-				}
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				cur, err := w.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
-				cancel()
-				if errors.Is(err, shardrpc.ErrNotFound) || err != nil {
-					continue
-				}
-				if best.Version.Less(cur.Version) {
-					best = cur
-				}
-			}
-			if best != m {
+			if best := w.confirmedNewer(ctx, v, m, quorums); best != nil {
 				results <- upd{best}
 			}
 			return nil
