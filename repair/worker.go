@@ -559,7 +559,9 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 			w.batch.Bytes += res.BytesMoved
 		}
 		w.m.done(res)
-	case errors.Is(err, errRetryLater) || ctx.Err() != nil:
+	case errors.Is(err, errRetryLater) || errors.Is(err, ErrSuperseded) || ctx.Err() != nil:
+		// The object changed (or its repair moved on): the next scan
+		// looks at it afresh, with its new manifest.
 	case j.attempt < w.cfg.Retries:
 		j.attempt++
 		j.notBefore = w.now().Add(w.cfg.Backoff << (j.attempt - 1))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -276,6 +277,7 @@ func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.M
 	}
 	var mu sync.Mutex
 	same, newer := 0, false
+	var finish *metadata.Manifest // an unfinished repair switch of old
 	var g errgroup.Group
 	for _, id := range oldLive {
 		g.Go(func() error {
@@ -288,6 +290,13 @@ func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.M
 			case cur.Version == old.Version:
 				same++
 			case old.Version.Less(cur.Version):
+				if unfinishedSwitch(old, cur) {
+					if finish == nil || finish.Version.Less(cur.Version) {
+						finish = cur
+					}
+					same++ // it replaced exactly the version being repaired
+					return nil
+				}
 				newer = true
 			}
 			return nil
@@ -296,6 +305,19 @@ func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.M
 	g.Wait()
 	if newer {
 		return fmt.Errorf("%w: %s/%s", ErrSuperseded, old.Bucket, old.Key)
+	}
+	if finish != nil {
+		// An earlier attempt (this server's or another coordinator's)
+		// stored its switch on too few servers. Its shards were durable
+		// and verified before it was written, so finish it rather than
+		// fence it out forever; this attempt's shards become garbage.
+		nm = *finish
+		rebuilt = map[int]Node{}
+		for i, id := range finish.Placement {
+			if id != old.Placement[i] {
+				rebuilt[i] = Node{ID: id, Addr: addr(id)}
+			}
+		}
 	}
 	if same < len(oldLive)/2+1 {
 		return fmt.Errorf("repair: fence %s/%s: %d of %d live servers confirm version %s", old.Bucket, old.Key, same, len(oldLive), old.Version)
@@ -364,4 +386,11 @@ func (w *Worker) repairInline(ctx context.Context, v nodeView, m *metadata.Manif
 	w.m.decision(string(Inline))
 	w.log.Info("repair plan", "object", j.ref(), "method", Inline, "lost", lost, "dest", destIDs(res.Rebuilt))
 	return res, w.switchManifest(ctx, v, m, res.Rebuilt)
+}
+
+// unfinishedSwitch reports whether cur is a repair switch of exactly old
+// (the next version, written by a repairer, same object otherwise).
+func unfinishedSwitch(old, cur *metadata.Manifest) bool {
+	return cur.Version.TS == old.Version.TS+1 && strings.HasPrefix(cur.Version.Writer, repairWriter("")) &&
+		len(cur.Placement) == len(old.Placement) && len(cur.Parts) == len(old.Parts) && !cur.Deleted
 }
