@@ -167,6 +167,15 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 		return err
 	}
 
+	if q.Has("acl") && bucket != "" {
+		*op = "ACL"
+		if req.method == fiber.MethodPut {
+			return g.putACL(c, req)
+		}
+		if req.method == fiber.MethodGet {
+			return g.getACL(c, req)
+		}
+	}
 	switch {
 	case bucket == "":
 		if req.method == fiber.MethodGet {

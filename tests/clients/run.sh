@@ -212,21 +212,21 @@ mc_scenario() (
 	export MC_CONFIG_DIR="$WORK/mc"
 	local m=(mc --quiet --no-color)
 	"${m[@]}" alias set regen "$ENDPOINT" "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" --api S3v4 --path on
-	"${m[@]}" mb regen/mc
-	"${m[@]}" cp "$WORK/mid.bin" regen/mc/mid.bin
-	"${m[@]}" stat regen/mc/mid.bin | grep -E 'ETag.*-[0-9]+'
-	"${m[@]}" cp regen/mc/mid.bin "$WORK/mc-mid.out"
+	"${m[@]}" mb regen/mc-bucket
+	"${m[@]}" cp "$WORK/mid.bin" regen/mc-bucket/mid.bin
+	"${m[@]}" stat regen/mc-bucket/mid.bin | grep -E 'ETag.*-[0-9]+'
+	"${m[@]}" cp regen/mc-bucket/mid.bin "$WORK/mc-mid.out"
 	same "$WORK/mid.bin" "$WORK/mc-mid.out"
-	"${m[@]}" cp regen/mc/mid.bin regen/mc/mid-copy.bin
-	"${m[@]}" mirror "$WORK/tree" regen/mc/tree
-	"${m[@]}" mirror regen/mc/tree "$WORK/mc-tree"
+	"${m[@]}" cp regen/mc-bucket/mid.bin regen/mc-bucket/mid-copy.bin
+	"${m[@]}" mirror "$WORK/tree" regen/mc-bucket/tree
+	"${m[@]}" mirror regen/mc-bucket/tree "$WORK/mc-tree"
 	same_tree "$WORK/tree" "$WORK/mc-tree"
-	test "$("${m[@]}" ls --recursive regen/mc/tree | wc -l)" -eq 1000
-	url=$("${m[@]}" share download --json regen/mc/mid.bin | python3 -c 'import json,sys; print(json.load(sys.stdin)["share"])')
+	test "$("${m[@]}" ls --recursive regen/mc-bucket/tree | wc -l)" -eq 1000
+	url=$("${m[@]}" share download --json regen/mc-bucket/mid.bin | python3 -c 'import json,sys; print(json.load(sys.stdin)["share"])')
 	curl -sf -o "$WORK/mc-presigned.out" "$url"
 	same "$WORK/mid.bin" "$WORK/mc-presigned.out"
-	"${m[@]}" rm --recursive --force regen/mc
-	"${m[@]}" rb regen/mc
+	"${m[@]}" rm --recursive --force regen/mc-bucket
+	"${m[@]}" rb regen/mc-bucket
 )
 
 # ---- Go SDKs ----------------------------------------------------------------
