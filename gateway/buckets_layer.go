@@ -136,25 +136,8 @@ func (l *layer) listBuckets(ctx context.Context, cache *bucketCache) ([]metadata
 // majority of them.
 func (l *layer) putBucket(ctx context.Context, cache *bucketCache, b *metadata.Bucket) error {
 	defer cache.invalidate()
-	ids, addrs := l.liveShards()
-	var mu sync.Mutex
-	ok := 0
-	var errs []error
-	var g errgroup.Group
-	for _, id := range ids {
-		g.Go(func() error {
-			err := l.shards.PutBucket(ctx, addrs[id], b)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
-			} else {
-				ok++
-			}
-			return nil
-		})
-	}
-	g.Wait()
+	ids, _ := l.liveShards()
+	ok, errs := l.onLive(ids, func(_, addr string) error { return l.shards.PutBucket(ctx, addr, b) })
 	if need := len(ids)/2 + 1; ok < need || len(ids) == 0 {
 		return fmt.Errorf("%w: bucket record stored on %d of %d servers: %w", errUnavailable, ok, len(ids), errors.Join(errs...))
 	}

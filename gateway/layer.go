@@ -24,6 +24,7 @@ type ShardAPI interface {
 	stripe.Shards
 	DeleteShard(ctx context.Context, addr, fileID string, idx int) error
 	PutManifest(ctx context.Context, addr string, m *metadata.Manifest) (bool, metadata.Version, error)
+	AbortManifest(ctx context.Context, addr, bucket, key string, v metadata.Version) error
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
 	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
 	List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
@@ -212,33 +213,41 @@ func (l *layer) confirmed(v *manifestVote) (*metadata.Manifest, bool) {
 // them made it durable (or already hold a newer version, which means this
 // write lost a race it was allowed to lose).
 func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int) error {
-	_, addrs := l.liveShards()
 	var mu sync.Mutex
-	ok := 0
-	var errs []error
-	var g errgroup.Group
-	for _, id := range nodes {
-		addr, live := addrs[id]
-		if !live {
-			continue
+	var stored []string
+	ok, errs := l.onLive(nodes, func(_, addr string) error {
+		if _, _, err := l.shards.PutManifest(ctx, addr, m); err != nil {
+			return err
 		}
+		mu.Lock()
+		stored = append(stored, addr)
+		mu.Unlock()
+		return nil
+	})
+	if ok < quorum {
+		l.abortManifest(m, stored)
+		return &stripe.QuorumError{Op: "manifest write", Want: quorum, Got: ok, Errs: errs}
+	}
+	return nil
+}
+
+// abortManifest takes a failed manifest write back from the servers that
+// stored it, before the client hears of the failure, so the write is not
+// visible even if it reached k of them. A server that misses the abort
+// rolls the write back on its own once it can prove no quorum holds it.
+func (l *layer) abortManifest(m *metadata.Manifest, addrs []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var g errgroup.Group
+	for _, addr := range addrs {
 		g.Go(func() error {
-			_, _, err := l.shards.PutManifest(ctx, addr, m)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
-				return nil
+			if err := l.shards.AbortManifest(ctx, addr, m.Bucket, m.Key, m.Version); err != nil {
+				l.log.Warn("abort of a failed manifest write", "bucket", m.Bucket, "key", m.Key, "addr", addr, "err", err)
 			}
-			ok++
 			return nil
 		})
 	}
 	g.Wait()
-	if ok < quorum {
-		return &stripe.QuorumError{Op: "manifest write", Want: quorum, Got: ok, Errs: errs}
-	}
-	return nil
 }
 
 // clock hands out manifest versions: wall-clock nanoseconds made strictly

@@ -110,7 +110,7 @@ func startDevIn(t testing.TB, dir string, args ...string) *devCluster {
 	}()
 	d := &devCluster{t: t, dir: dir, cmd: cmd, out: out}
 	t.Cleanup(d.stop)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		b, err := os.ReadFile(filepath.Join(dir, "dev.json"))
 		if err == nil && json.Unmarshal(b, &d.info) == nil && len(d.info.Shards) > 0 {

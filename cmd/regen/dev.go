@@ -179,7 +179,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}()
 	}
-	if err := waitShards(ctx, gw.node, *shards, 30*time.Second); err != nil {
+	if err := waitShards(ctx, gw.node, *shards, 90*time.Second); err != nil {
 		return err
 	}
 	b, _ := json.MarshalIndent(info, "", "  ")
