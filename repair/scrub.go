@@ -113,7 +113,11 @@ func (w *Worker) scrubShard(ctx context.Context, lim *rate.Limiter, addr, fileID
 	switch {
 	case ctx.Err() != nil:
 		return false, ctx.Err()
-	case errors.Is(err, shardrpc.ErrCorrupt) || (err == nil && crc != want):
+	case err != nil || crc != want:
+		// This server's own shard API aborts a stream whose block fails
+		// its checksum after the headers went out: the scrubber sees a
+		// cut-off body, not ErrCorrupt. A local read has no network to
+		// blame, so any failure mid-stream counts as a bad shard.
 		w.scrub.Corrupt++
 		return true, nil
 	}
