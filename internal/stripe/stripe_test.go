@@ -232,9 +232,12 @@ func TestReadHedgesAroundSlowShard(t *testing.T) {
 		atMost  time.Duration // whole read
 		atLeast time.Duration
 	}{
-		{name: "one hung data server", slow: []string{"a2"}, atMost: 2 * MaxHedgeDelay},
-		{name: "hung and dead data servers", slow: []string{"a1"}, down: []string{"a3"}, atMost: 2 * MaxHedgeDelay},
-		{name: "fixed short hedge", slow: []string{"a0"}, hedge: 20 * time.Millisecond, atMost: 200 * time.Millisecond},
+		// The bounds tell "hedged" (milliseconds) from "waited for the
+		// 60 s shard timeout" with a wide margin, so a loaded machine does
+		// not fail them; speed itself is measured by benchmarks.
+		{name: "one hung data server", slow: []string{"a2"}, timeout: time.Minute, atMost: 15 * time.Second},
+		{name: "hung and dead data servers", slow: []string{"a1"}, down: []string{"a3"}, timeout: time.Minute, atMost: 15 * time.Second},
+		{name: "fixed short hedge", slow: []string{"a0"}, hedge: 20 * time.Millisecond, timeout: time.Minute, atMost: 15 * time.Second},
 		{name: "hedging off waits for the timeout", slow: []string{"a2"}, hedge: -1, timeout: 300 * time.Millisecond, atLeast: 300 * time.Millisecond},
 	}
 	for _, tc := range tests {
