@@ -413,8 +413,10 @@ func TestCorruptShardIsDetected(t *testing.T) {
 			return nil
 		})
 	}
-	if corrupted != 2 {
-		t.Fatalf("corrupted %d shard files, want 2", corrupted)
+	// Exactly two unless a loaded machine made gossip flap and the repair
+	// worker copied shards meanwhile; corrupting those copies too is fine.
+	if corrupted < 2 {
+		t.Fatalf("corrupted %d shard files, want at least 2", corrupted)
 	}
 	if got := get(t, c, "rot", "victim", minio.GetObjectOptions{}); sha(got) != sha(data) {
 		t.Fatal("object read wrong bytes with two corrupt shards")
