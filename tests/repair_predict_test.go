@@ -97,15 +97,24 @@ func TestRepairPrediction(t *testing.T) {
 		})
 	}
 	dead := map[int]bool{3: true, 8: true}
+	sc0 := shardrpc.New(d.info.Secret, nil)
+	var before int64 // repairs done before the kill (uploads under load leave some)
+	for _, s := range d.info.Shards {
+		if st, err := sc0.RepairStatus(context.Background(), s.Addr); err == nil {
+			before += st.Repair.Done
+		}
+	}
 	kill := time.Now()
 	for i := range dead {
 		d.killShard(i)
 	}
 	sc := shardrpc.New(d.info.Secret, nil)
 	var started time.Time
+	var predicted float64 // the largest batch prediction of any server since the kill
 	for {
 		time.Sleep(500 * time.Millisecond)
 		var degraded, queued, running, done, failed int64
+		seen := map[string]int{}
 		for i, s := range d.info.Shards {
 			if dead[i] {
 				continue
@@ -116,16 +125,31 @@ func TestRepairPrediction(t *testing.T) {
 			if err != nil {
 				t.Fatalf("status of shard %d: %v", i, err)
 			}
+			for _, id := range st.Stripes.DownSeen {
+				seen[id]++
+			}
+			if b := st.Batch; b != nil && !started.IsZero() {
+				predicted = max(predicted, b.Predicted)
+			}
+			if b := st.Last; b != nil && !started.IsZero() {
+				predicted = max(predicted, b.Predicted)
+			}
 			degraded += st.Stripes.Degraded
 			queued += st.Repair.Queued
 			running += st.Repair.Running
 			done += st.Repair.Done
 			failed += st.Repair.Failed
 		}
-		if started.IsZero() && queued+running+done > 0 {
+		if started.IsZero() && queued+running+done-before > 0 {
 			started = time.Now()
 		}
-		if degraded == 0 && done > 0 && queued+running == 0 {
+		counted := true // every live worker counted both dead servers
+		for i := range dead {
+			if seen[d.info.Shards[i].ID] < len(d.info.Shards)-len(dead) {
+				counted = false
+			}
+		}
+		if counted && degraded == 0 && done > before && queued+running == 0 {
 			break
 		}
 		if time.Since(kill) > 15*time.Minute {
@@ -138,7 +162,6 @@ func TestRepairPrediction(t *testing.T) {
 
 	// The cluster's batch is the slowest server's: prediction and time
 	// taken, from each server's first queued job to its last one done.
-	var predicted, elapsed float64
 	var moved int64
 	mix := map[string]int64{}
 	for i, s := range d.info.Shards {
@@ -150,7 +173,6 @@ func TestRepairPrediction(t *testing.T) {
 			t.Fatal(err)
 		}
 		if b := st.Last; b != nil {
-			predicted, elapsed = max(predicted, b.Predicted), max(elapsed, b.Elapsed)
 			t.Logf("shard %d: %d jobs, predicted %.1fs, took %.1fs, %d MiB", i, b.Jobs, b.Predicted, b.Elapsed, b.Bytes>>20)
 			if os.Getenv("REGEN_REPAIR_DEMO_V") != "" {
 				for _, e := range st.Recent {
@@ -185,6 +207,7 @@ func TestRepairPrediction(t *testing.T) {
 			}
 		}
 	}
+	elapsed := redundant.Sub(started).Seconds() // first job queued to fully redundant, polled every 0.5s
 	t.Logf("kill -> fully redundant %.1fs (repair started %.1fs after the kill); repair took %.1fs, planner predicted %.1fs (ratio %.2f); moved %d MiB; methods %v; %d GETs, %d failed",
 		redundant.Sub(kill).Seconds(), started.Sub(kill).Seconds(), elapsed, predicted, elapsed/predicted, moved>>20, mix, gets.Load(), getErrs.Load())
 	if elapsed > 1.25*predicted {
