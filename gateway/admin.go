@@ -141,7 +141,7 @@ func (g *Gateway) status(ctx context.Context) Status {
 // repairStatus fills st.Stripes and st.Repair from the live shard servers
 // when the shard API can report them.
 func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluster.Member) {
-	src, ok := g.layer.shards.(RepairSource)
+	src, ok := repairSource(g.layer.shards)
 	if !ok {
 		return
 	}

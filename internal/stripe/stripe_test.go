@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -163,6 +164,9 @@ func TestWriteQuorum(t *testing.T) {
 		for i := range down {
 			mem.down[tg[i].Addr] = true
 		}
+		if down > 0 {
+			tg[0].Addr = "" // known dead: never even contacted
+		}
 		res, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: 4096, FileID: "f", Targets: tg, Size: int64(len(data))}, bytes.NewReader(data))
 		switch {
 		case down <= 2 && err != nil:
@@ -174,6 +178,17 @@ func TestWriteQuorum(t *testing.T) {
 			for i, ok := range res.OK {
 				if ok == (i < down) {
 					t.Fatalf("%d down: OK[%d] = %v", down, i, ok)
+				}
+			}
+			// Shards that could not be stored still get their CRC: a
+			// repair rebuilding them is verified against it.
+			healthy := mem.files[name(tg[8].Addr, "f", 8)]
+			if res.ShardCRC[8] != crc32.Checksum(healthy, castagnoli) {
+				t.Fatalf("%d down: CRC of a stored shard is wrong", down)
+			}
+			for i := range down {
+				if res.ShardCRC[i] == 0 {
+					t.Fatalf("%d down: shard %d that failed has no CRC", down, i)
 				}
 			}
 		}

@@ -286,9 +286,12 @@ func (w *writer) startSender(ctx context.Context, i int) *sender {
 		w.failed.Add(1)
 		go func() {
 			defer close(s.done)
+			crc := uint32(0)
 			for b := range s.in {
+				crc = crc32.Update(crc, castagnoli, b.shards[i])
 				b.release()
 			}
+			s.crc = crc
 		}()
 		return s
 	}
@@ -311,8 +314,12 @@ func (w *writer) startSender(ctx context.Context, i int) *sender {
 			scancel(err)
 		}
 		for b := range s.in {
+			chunk := b.shards[i]
+			// The CRC covers what the shard should hold even when its
+			// server failed: the manifest records it, and the repair that
+			// rebuilds the missing shard is verified against it.
+			crc = crc32.Update(crc, castagnoli, chunk)
 			if s.loadErr() == nil {
-				chunk := b.shards[i]
 				timer := time.AfterFunc(w.p.StallTimeout, func() {
 					fail(fmt.Errorf("server accepted no data for %s", w.p.StallTimeout))
 				})
@@ -320,8 +327,6 @@ func (w *writer) startSender(ctx context.Context, i int) *sender {
 				timer.Stop()
 				if err != nil {
 					fail(err)
-				} else {
-					crc = crc32.Update(crc, castagnoli, chunk)
 				}
 			}
 			b.release()
