@@ -262,26 +262,40 @@ func (c *Client) call(ctx context.Context, addr, op, method, path string, q url.
 
 // do sends a request and returns a 2xx response; any other outcome is a
 // *NodeError.
-func (c *Client) do(ctx context.Context, addr, op, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+// send builds and sends one request to a shard server: the cluster secret,
+// extra headers h, and a Content-Type when ct is set. Transport errors come
+// back as *NodeError; the caller reads the status.
+func (c *Client) send(ctx context.Context, addr, op, method, path string, q url.Values, h http.Header, ct string, body io.Reader) (*http.Response, error) {
 	u := url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: q.Encode()}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return nil, &NodeError{Addr: addr, Op: op, Err: err}
 	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
 	req.Header.Set(HeaderSecret, c.Secret)
-	if body != nil {
-		ct := "application/json"
-		if method == http.MethodPut {
-			ct = "application/octet-stream"
-		}
+	if ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return nil, &NodeError{Addr: addr, Op: op, Err: err}
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return resp, nil
+	return resp, nil
+}
+
+func (c *Client) do(ctx context.Context, addr, op, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+	ct := ""
+	if body != nil {
+		ct = "application/json"
+		if method == http.MethodPut {
+			ct = "application/octet-stream"
+		}
+	}
+	resp, err := c.send(ctx, addr, op, method, path, q, nil, ct, body)
+	if err != nil || resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, err
 	}
 	defer resp.Body.Close()
 	re := &RemoteError{Status: resp.StatusCode, Code: resp.Header.Get(HeaderCode)}

@@ -137,26 +137,13 @@ func decodeReport(resp *http.Response, addr, op string) (RepairReport, error) {
 // doRepair is do for repair calls: extra headers, and a failed repair's
 // blamed node preserved as a *RepairFailure.
 func (c *Client) doRepair(ctx context.Context, addr, op, method, path string, q url.Values, h http.Header, body io.Reader) (*http.Response, error) {
-	u := url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: q.Encode()}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
-	if err != nil {
-		return nil, &NodeError{Addr: addr, Op: op, Err: err}
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	req.Header.Set(HeaderSecret, c.Secret)
 	ct := "application/json"
 	if method == http.MethodPut || path == PathRepairPush {
 		ct = "application/octet-stream"
 	}
-	req.Header.Set("Content-Type", ct)
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return nil, &NodeError{Addr: addr, Op: op, Err: err}
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return resp, nil
+	resp, err := c.send(ctx, addr, op, method, path, q, h, ct, body)
+	if err != nil || resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
