@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,7 +66,10 @@ type devCluster struct {
 	dir  string
 	cmd  *exec.Cmd
 	info devInfo
-	out  *strings.Builder
+
+	exited chan struct{} // closed once cmd has exited and been waited for
+	mu     sync.Mutex
+	out    strings.Builder // what regen dev printed
 }
 
 func freeAddr(t testing.TB) string {
@@ -89,12 +93,27 @@ func startDev(t testing.TB, args ...string) *devCluster {
 
 func startDevIn(t testing.TB, dir string, args ...string) *devCluster {
 	t.Helper()
+	// The S3 port is picked free and handed to regen dev, so on a busy
+	// machine another process may take it first; dev then exits at once
+	// with "cannot listen for S3" and we try again on another port.
+	for attempt := 1; ; attempt++ {
+		d, err := tryStartDev(t, dir, args)
+		if err == nil {
+			return d
+		}
+		if attempt < 3 && strings.Contains(d.output(), "cannot listen for S3") {
+			continue
+		}
+		t.Fatalf("regen dev did not come up: %v; output:\n%s", err, d.output())
+	}
+}
+
+func tryStartDev(t testing.TB, dir string, args []string) (*devCluster, error) {
 	os.Remove(filepath.Join(dir, "dev.json"))
 	addr := freeAddr(t)
 	all := append([]string{"dev", "--data", dir, "--addr", addr}, args...)
 	cmd := exec.Command(regenBin, all...)
 	cmd.Env = append(os.Environ(), "REGEN_ACCESS_KEY=e2e-access", "REGEN_SECRET_KEY=e2e-secret-key")
-	out := &strings.Builder{}
 	pr, pw, _ := os.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -102,42 +121,56 @@ func startDevIn(t testing.TB, dir string, args ...string) *devCluster {
 		t.Fatal(err)
 	}
 	pw.Close()
+	d := &devCluster{t: t, dir: dir, cmd: cmd, exited: make(chan struct{})}
+	copied := make(chan struct{})
 	go func() {
+		defer close(copied)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
+			d.mu.Lock()
+			d.out.WriteString(sc.Text() + "\n")
+			d.mu.Unlock()
 		}
 	}()
-	d := &devCluster{t: t, dir: dir, cmd: cmd, out: out}
+	go func() { <-copied; cmd.Wait(); close(d.exited) }()
 	t.Cleanup(d.stop)
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		b, err := os.ReadFile(filepath.Join(dir, "dev.json"))
 		if err == nil && json.Unmarshal(b, &d.info) == nil && len(d.info.Shards) > 0 {
-			break
+			return d, nil
 		}
-		if cmd.ProcessState != nil || time.Now().After(deadline) {
-			t.Fatalf("regen dev did not come up; output:\n%s", out.String())
+		select {
+		case <-d.exited:
+			return d, fmt.Errorf("regen dev exited: %v", cmd.ProcessState)
+		case <-time.After(100 * time.Millisecond):
 		}
-		time.Sleep(100 * time.Millisecond)
+		if time.Now().After(deadline) {
+			return d, fmt.Errorf("no dev.json after 2m")
+		}
 	}
-	return d
+}
+
+// output is what regen dev printed so far.
+func (d *devCluster) output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.out.String()
 }
 
 // stop ends the dev cluster and every child, even if the test failed.
 func (d *devCluster) stop() {
-	if d.cmd.Process == nil || d.cmd.ProcessState != nil {
-		return
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { d.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-		d.cmd.Process.Kill()
-		<-done
+	case <-d.exited:
+	default:
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.exited:
+		case <-time.After(15 * time.Second):
+			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+			d.cmd.Process.Kill()
+			<-d.exited
+		}
 	}
 	for _, s := range d.info.Shards {
 		syscall.Kill(s.PID, syscall.SIGKILL)

@@ -10,11 +10,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/regen-s3/regen/internal/cluster"
@@ -117,26 +114,8 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		Endpoint: gf.scheme() + "://" + gw.addr, AccessKey: gf.accessKey, SecretKey: gf.secretKey, Region: gf.region, Secret: gf.secret,
 		Gateways: []DevProcess{{ID: cfg.NodeID, PID: os.Getpid(), Addr: gw.addr, Gossip: gf.gossip}},
 	}
-	var procs []*exec.Cmd
-	var wg sync.WaitGroup
-	stopAll := func() {
-		for _, p := range procs {
-			if p.Process != nil {
-				p.Process.Signal(syscall.SIGTERM)
-			}
-		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			for _, p := range procs {
-				p.Process.Kill()
-			}
-			<-done
-		}
-	}
-	defer stopAll()
+	sup := &devSupervisor{ctx: ctx, self: self, stdout: stdout, env: append(os.Environ(), "REGEN_CLUSTER_SECRET="+gf.secret)}
+	defer sup.stopAll()
 	for i := range *shards {
 		dir := filepath.Join(*data, fmt.Sprintf("shard-%02d", i+1))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -146,42 +125,18 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		httpAddr, err1 := freePort()
-		gossipAddr, err2 := freePort()
-		if err1 != nil || err2 != nil {
-			return fmt.Errorf("no free port for shard server %d", i+1)
-		}
-		logf, err := os.OpenFile(filepath.Join(dir, "shard.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		cmd := exec.Command(self, "shard", "--data", dir, "--listen", httpAddr, "--gossip", gossipAddr,
-			"--join", gf.gossip, "--gossip-profile", gf.profile, "--log-format", gf.logFormat, "--log-level", gf.logLevel)
-		cmd.Args = append(cmd.Args, rf.args()...)
-		cmd.Args = append(cmd.Args, "--gc-delay", gcDelay.String(), "--rollback-after", rollbackAfter.String())
-		cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+gf.secret)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		// Children die with the dev process, however it ends.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			logf.Close()
+		args := []string{"shard", "--data", dir, "--join", gf.gossip, "--gossip-profile", gf.profile,
+			"--log-format", gf.logFormat, "--log-level", gf.logLevel}
+		args = append(args, rf.args()...)
+		args = append(args, "--gc-delay", gcDelay.String(), "--rollback-after", rollbackAfter.String())
+		if err := sup.start(DevProcess{ID: id, Data: dir}, args); err != nil {
 			return fmt.Errorf("start shard server %d: %w", i+1, err)
 		}
-		procs = append(procs, cmd)
-		info.Shards = append(info.Shards, DevProcess{ID: id, PID: cmd.Process.Pid, Addr: httpAddr, Gossip: gossipAddr, Data: dir})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer logf.Close()
-			err := cmd.Wait()
-			if ctx.Err() == nil {
-				fmt.Fprintf(stdout, "shard server %s (pid %d) exited: %v\n", id, cmd.Process.Pid, err)
-			}
-		}()
 	}
 	if err := waitShards(ctx, gw.node, *shards, 90*time.Second); err != nil {
 		return err
 	}
+	info.Shards = sup.started()
 	b, _ := json.MarshalIndent(info, "", "  ")
 	if err := os.WriteFile(filepath.Join(*data, "dev.json"), append(b, '\n'), 0o600); err != nil {
 		return err
