@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/regen-s3/regen/gateway"
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/shardserver"
 )
@@ -86,13 +87,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	} else {
 		ln.Close()
 	}
-	gossip, err := freePort()
-	if err != nil {
-		return err
-	}
-	if !setByUser["gossip"] && os.Getenv("REGEN_GOSSIP") == "" {
-		gf.gossip = gossip
-	}
+	pickGossip := !setByUser["gossip"] && os.Getenv("REGEN_GOSSIP") == ""
 	gwLog, err := os.OpenFile(filepath.Join(*data, "gateway.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -102,7 +97,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	gw, err := startGateway(ctx, cfg, &gf)
+	gw, err := startDevGateway(ctx, cfg, &gf, pickGossip)
 	if err != nil {
 		return err
 	}
@@ -145,6 +140,25 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	err = gw.wait()
 	fmt.Fprintln(stdout, "regen dev: stopping")
 	return err
+}
+
+// startDevGateway starts dev's in-process gateway. When the gossip port
+// is dev's to pick, a port taken between picking and binding it (a busy
+// machine) is retried on another one.
+func startDevGateway(ctx context.Context, cfg gateway.Config, gf *gatewayFlags, pickGossip bool) (*runningGateway, error) {
+	for attempt := 1; ; attempt++ {
+		if pickGossip {
+			port, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			gf.gossip = port
+		}
+		gw, err := startGateway(ctx, cfg, gf)
+		if err == nil || !pickGossip || attempt == devStartAttempts || ctx.Err() != nil {
+			return gw, err
+		}
+	}
 }
 
 func printDev(w io.Writer, info DevInfo, data, code string, classes listFlag) {
