@@ -68,6 +68,11 @@ type StripeStatus struct {
 	// until one's shards count as lost and repair starts.
 	Pending          int64   `json:"pending"`
 	GraceLeftSeconds float64 `json:"grace_left_seconds"`
+	// Draining counts the fully redundant stripe groups with shards on
+	// draining servers still to move; DrainWaiting those of them no server
+	// can take the shards of (waiting for capacity).
+	Draining     int64 `json:"draining"`
+	DrainWaiting int64 `json:"drain_waiting"`
 	// DownSeen lists the down or suspect shard servers (by node ID) that
 	// every reporting repair worker has counted in a scan: a server down
 	// but not listed has not been looked at yet.
@@ -168,6 +173,8 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 			stripes.LostShards += s.LostShards
 			stripes.Waiting += s.Waiting
 			stripes.Pending += s.Pending
+			stripes.Draining += s.Draining
+			stripes.DrainWaiting += s.DrainWaiting
 			if s.GraceLeftSeconds > 0 && (stripes.GraceLeftSeconds == 0 || s.GraceLeftSeconds < stripes.GraceLeftSeconds) {
 				stripes.GraceLeftSeconds = s.GraceLeftSeconds
 			}
@@ -204,6 +211,16 @@ func (g *Gateway) serveAdmin(c *fiber.Ctx, path string) error {
 		ctx, cancel := g.opContext()
 		defer cancel()
 		return g.setBucketCode(ctx, c, c.Query("bucket"), c.Query("code"))
+	case "drain":
+		ctx, cancel := g.opContext()
+		defer cancel()
+		switch c.Method() {
+		case fiber.MethodPost:
+			return g.setDraining(ctx, c, c.Query("node"), true)
+		case fiber.MethodDelete:
+			return g.setDraining(ctx, c, c.Query("node"), false)
+		}
+		return apiErr("MethodNotAllowed", "POST (start) or DELETE (cancel) /_regen/drain?node=ID")
 	case "status":
 		ctx, cancel := g.opContext()
 		defer cancel()

@@ -95,6 +95,35 @@ func (l *layer) liveShards() ([]string, map[string]string) {
 	return ids, addrs
 }
 
+// member returns the cluster member with node ID id.
+func (l *layer) member(id string) (cluster.Member, bool) {
+	for _, m := range l.nodes.Members() {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return cluster.Member{}, false
+}
+
+// newPlacement is the order in which a new object's servers are taken:
+// the live servers in the key's rendezvous order, draining ones last. A
+// draining server thus receives new shards only when too few others are
+// live for the code, rather than failing the write; its drain then
+// reports those stripes as waiting for capacity.
+func (l *layer) newPlacement(key string) []string {
+	var ids, drain []string
+	for _, m := range l.nodes.Live(cluster.RoleShard) {
+		switch {
+		case m.HTTP == "":
+		case m.Draining:
+			drain = append(drain, m.ID)
+		default:
+			ids = append(ids, m.ID)
+		}
+	}
+	return append(placement.Order(key, ids), placement.Order(key, drain)...)
+}
+
 // targets maps a placement to shard targets; servers not alive get an empty
 // address, which the stripe package treats as a missing shard.
 func (l *layer) targets(nodes []string) []stripe.Target {

@@ -272,12 +272,11 @@ func (g *Gateway) readInline(body io.Reader, size int64, m *metadata.Manifest) (
 		return [md5.Size]byte{}, apiErr("IncompleteBody", fmt.Sprintf("got %d of %d bytes", len(data), size))
 	}
 	m.Inline, m.Size = data, size
-	ids, _ := g.layer.liveShards()
 	code, err := g.layer.code(m.Code)
 	if err != nil {
 		return [md5.Size]byte{}, err
 	}
-	m.Placement = placement.Order(placementKey(m.Bucket, m.Key), ids)
+	m.Placement = g.layer.newPlacement(placementKey(m.Bucket, m.Key))
 	m.Placement = m.Placement[:min(len(m.Placement), code.TotalShards())]
 	if len(m.Placement) < min(code.DataShards()+1, code.TotalShards()) {
 		return [md5.Size]byte{}, fmt.Errorf("%w: %d shard servers alive, a %s object needs %d", errUnavailable, len(m.Placement), m.Code, code.DataShards()+1)
@@ -315,12 +314,12 @@ func (g *Gateway) writeStriped(ctx context.Context, body io.Reader, size int64, 
 }
 
 // placeNew chooses the servers of a new stripe group: the first n live
-// servers in the key's rendezvous order; when fewer are alive, known dead
-// servers fill the remaining slots so the stripe keeps n distinct owners
-// and their shards count as missing until repaired.
+// servers in the key's rendezvous order (draining ones last, see
+// newPlacement); when fewer are alive, known dead servers fill the
+// remaining slots so the stripe keeps n distinct owners and their shards
+// count as missing until repaired.
 func (g *Gateway) placeNew(key string, n int) []string {
-	live, _ := g.layer.liveShards()
-	out := placement.Order(key, live)
+	out := g.layer.newPlacement(key)
 	if len(out) >= n {
 		return out[:n]
 	}

@@ -39,6 +39,7 @@ func (s shardRepairSource) RepairStatus(ctx context.Context, addr string) (Strip
 		Total: st.Stripes.Total, Healthy: st.Stripes.Total - st.Stripes.Degraded, Degraded: st.Stripes.Degraded,
 		LostShards: st.Stripes.LostShards, Waiting: st.Stripes.Waiting,
 		Pending: st.Stripes.Pending, GraceLeftSeconds: st.Stripes.GraceLeft, DownSeen: st.Stripes.DownSeen,
+		Draining: st.Stripes.Draining, DrainWaiting: st.Stripes.DrainWaiting,
 	}
 	r := RepairStatus{
 		Queued: st.Repair.Queued, Running: st.Repair.Running, Done: st.Repair.Done, Failed: st.Repair.Failed,

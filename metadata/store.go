@@ -69,6 +69,10 @@ type Stats struct {
 	Tombstones int64 `json:"tombstones"` // delete tombstones
 	Bytes      int64 `json:"bytes"`      // sum of the sizes of live objects
 	Shards     int64 `json:"shards"`     // shard files this node holds for live objects
+	// Inline counts live objects stored inside their manifest whose
+	// placement names this node: it holds a whole copy of each, which a
+	// drain must move like a shard.
+	Inline int64 `json:"inline"`
 }
 
 // PutResult reports what PutManifest did.
@@ -252,8 +256,12 @@ func (st *Stats) add(m *Manifest, sign int64, nodeID string) {
 		return
 	}
 	for _, id := range m.Placement {
-		if id == nodeID {
-			st.Shards += sign * int64(len(m.Parts))
+		if id != nodeID {
+			continue
+		}
+		st.Shards += sign * int64(len(m.Parts))
+		if len(m.Parts) == 0 {
+			st.Inline += sign
 		}
 	}
 }

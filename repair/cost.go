@@ -183,6 +183,8 @@ func (s shape) work(m Method) work {
 		w.read, w.combine = k*b, t*k*b
 	case Core:
 		w.read, w.msr, w.servers = float64(s.n-s.t)*b, t*b, s.n
+	case Copy:
+		w.read, w.servers = t*b, 2*s.t
 	}
 	return w
 }
@@ -237,6 +239,10 @@ func (cm CostModel) predict(m Method, s shape, dests, helpers []Rates) Cost {
 		hop := div(float64(cm.SRU), math.Min(h.Net, h.DiskRead)) + h.Latency.Seconds()
 		secs = maxf(div(b, d.Net), div(e*b, h.Net), div(b, h.DiskRead), div(b, d.DiskWrite),
 			div(e*b, cm.Decode), cpu) + k*hop
+	case Copy:
+		// Each destination copies one shard from its holder; the t copies
+		// run at once, between distinct servers.
+		secs = maxf(div(b, h.Net), div(b, d.Net), div(b, h.DiskRead), div(b, d.DiskWrite), cpu)
 	case Core:
 		if s.gamma <= 0 {
 			return Cost{Seconds: math.Inf(1)}
@@ -268,6 +274,8 @@ func (s shape) bytesMoved(m Method) float64 {
 		return t * k * b // each chain: k hops of one block
 	case Core:
 		return s.gamma*b + (t-1)*b
+	case Copy:
+		return t * b
 	}
 	return 0
 }

@@ -26,6 +26,7 @@ type RepairClient interface {
 	RepairPull(ctx context.Context, addr string, req shardrpc.PullRequest) (shardrpc.RepairReport, error)
 	RepairCore(ctx context.Context, addr string, req shardrpc.CoreRequest) (shardrpc.RepairReport, error)
 	RepairPush(ctx context.Context, addr string, req shardrpc.PushRequest, body io.Reader) (shardrpc.RepairReport, error)
+	RepairCopy(ctx context.Context, addr string, req shardrpc.CopyRequest) (shardrpc.RepairReport, error)
 	DeleteShard(ctx context.Context, addr, fileID string, idx int) error
 }
 
@@ -81,6 +82,8 @@ func (e *Executor) Run(ctx context.Context, t Task) (Result, error) {
 		rep, err = e.pushSur(ctx, ep)
 	case Core:
 		rep, err = e.core(ctx, ep)
+	case Copy:
+		rep, err = e.copy(ctx, ep)
 	default:
 		err = fmt.Errorf("unknown method %q", t.Method)
 	}
@@ -133,7 +136,8 @@ func (e *Executor) prepare(t Task) (*execPlan, error) {
 	if len(t.Placement) != n {
 		return nil, fmt.Errorf("placement has %d servers, %s needs %d", len(t.Placement), t.Code, n)
 	}
-	if len(t.Lost) > n-k {
+	if len(t.Lost) > n-k && t.Method != Copy {
+		// NB: a copy's shards are not lost; any number may move at once.
 		return nil, fmt.Errorf("%d lost shards: %s tolerates %d", len(t.Lost), t.Code, n-k)
 	}
 	size := stripe.Geometry(c, t.ChunkSize).ShardFileSize(t.PartSize)
@@ -162,7 +166,7 @@ func (e *Executor) prepare(t Task) (*execPlan, error) {
 		rest := slices.DeleteFunc(slices.Clone(ep.survivors), func(i int) bool { return slices.Contains(t.Helpers, i) })
 		ep.survivors = append(slices.Clone(t.Helpers), rest...)
 	}
-	if len(ep.survivors) < k {
+	if len(ep.survivors) < k && t.Method != Copy {
 		return nil, fmt.Errorf("%d survivors, need %d", len(ep.survivors), k)
 	}
 	return ep, nil
@@ -280,6 +284,17 @@ func (e *Executor) core(ctx context.Context, ep *execPlan) (shardrpc.RepairRepor
 	return e.Client.RepairCore(ctx, relayer.Addr, shardrpc.CoreRequest{
 		Method: string(Core), RepairGroup: ep.group, Lost: ep.Lost,
 		Helpers: ep.peers(ep.survivors), Targets: ep.targetList(ep.Lost),
+	})
+}
+
+// copy: each destination copies its shard from the draining server that
+// holds it; the copies run at once.
+func (e *Executor) copy(ctx context.Context, ep *execPlan) (shardrpc.RepairReport, error) {
+	return e.fanOut(ctx, ep.Lost, func(ctx context.Context, _, idx int) (shardrpc.RepairReport, error) {
+		t := ep.targets[idx]
+		return e.Client.RepairCopy(ctx, t.Addr, shardrpc.CopyRequest{
+			Method: string(Copy), RepairGroup: ep.group, Source: ep.peer(idx), Target: t, SRU: ep.sru,
+		})
 	})
 }
 

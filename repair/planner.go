@@ -47,6 +47,9 @@ type NodeInfo struct {
 	// replace; it receives that node's shards first.
 	Replaces string
 	Zone     string
+	// Draining servers still serve and help, but receive no shards; the
+	// shards they hold are moved (PlanMove).
+	Draining bool
 	Rates    Rates // zero fields: CostModel.Default
 	Load     Load  // repair transfers already running on it
 }
@@ -114,27 +117,9 @@ func Plan(in PlanInput) (Decision, error) {
 	}
 	todo := slices.Sorted(maps.Keys(dest))
 
-	rates := func(id string) Rates {
-		ni := in.Nodes[id]
-		r := ni.Rates
-		if r.Net == 0 {
-			r.Net = in.Model.Default.Net
-		}
-		if r.DiskRead == 0 {
-			r.DiskRead = in.Model.Default.DiskRead
-		}
-		if r.DiskWrite == 0 {
-			r.DiskWrite = in.Model.Default.DiskWrite
-		}
-		if r.Latency == 0 {
-			r.Latency = in.Model.Default.Latency
-		}
-		return eff(r, ni.Load)
-	}
+	rates := in.rates
 	chosen, excluded := fastest(survivors, k, in.Model.Straggler, rates, g.Placement)
-	s := shape{n: n, k: k, t: len(todo), b: float64(metadata.StripeGeometry{
-		K: k, ChunkSize: g.ChunkSize, Multiple: int64(g.Code.ShardMultiple()),
-	}.ShardFileSize(g.PartSize))}
+	s := in.shape(len(todo))
 	if rg, ok := g.Code.(codec.Regenerating); ok && g.Code.SubChunks() > 1 {
 		// Only regenerating codes (sub-packetised) can save bandwidth; an
 		// RS "plan" is conventional decoding.
@@ -179,21 +164,103 @@ func Plan(in PlanInput) (Decision, error) {
 	if best == Core {
 		helpers = survivors
 	}
-	d.Task = Task{
-		Code: g.Code.Name(), FileID: g.FileID, ChunkSize: g.ChunkSize, PartSize: g.PartSize,
-		ShardCRC: slices.Clone(g.ShardCRC), Lost: todo, Method: best, Helpers: slices.Clone(helpers),
-		Dest: map[int]Node{}, SRU: in.Model.SRU,
-	}
-	for _, id := range g.Placement {
-		d.Task.Placement = append(d.Task.Placement, Node{ID: id, Addr: in.Nodes[id].Addr})
-	}
-	for _, i := range todo {
-		d.Task.Dest[i] = Node{ID: dest[i], Addr: in.Nodes[dest[i]].Addr}
-	}
-	if err := d.Task.Validate(); err != nil {
+	var err error
+	if d.Task, err = in.task(best, todo, dest, helpers); err != nil {
 		return Decision{}, err
 	}
 	return d, nil
+}
+
+// PlanMove plans moving in.Lost off their servers, which are live but
+// draining: each shard is copied unchanged from its holder to a server
+// holding no shard of the group (Method Copy), so a move costs the
+// network one shard's bytes, not the k a reconstruction reads. The holder
+// keeps its copy until the manifest switch, so the group never has fewer
+// shards than before. Like Plan, it returns an error wrapping
+// ErrNoCapacity when no server may take any of the shards, and lists in
+// Decision.Waiting those left without one.
+func PlanMove(in PlanInput) (Decision, error) {
+	g := in.Group
+	n := g.Code.TotalShards()
+	if len(g.Placement) != n || len(g.ShardCRC) != n {
+		return Decision{}, fmt.Errorf("repair: plan move %s: %d nodes, %d CRCs for %d shards", g.FileID, len(g.Placement), len(g.ShardCRC), n)
+	}
+	moves := slices.Compact(slices.Sorted(slices.Values(in.Lost)))
+	if len(moves) == 0 {
+		return Decision{}, fmt.Errorf("repair: plan move %s: nothing to move", g.FileID)
+	}
+	for _, i := range moves {
+		if i < 0 || i >= n {
+			return Decision{}, fmt.Errorf("repair: plan move %s: shard %d out of range", g.FileID, i)
+		}
+		if ni := in.Nodes[g.Placement[i]]; !ni.Live || ni.Addr == "" {
+			return Decision{}, fmt.Errorf("repair: plan move %s: shard %d has no live holder to copy from", g.FileID, i)
+		}
+	}
+	dest, waiting := destinations(in, moves)
+	if len(dest) == 0 {
+		return Decision{Waiting: moves}, fmt.Errorf("%w: %s: %d shards to move", ErrNoCapacity, g.FileID, len(moves))
+	}
+	todo := slices.Sorted(maps.Keys(dest))
+	var destRates, srcRates []Rates
+	for _, i := range todo {
+		destRates = append(destRates, in.rates(dest[i]))
+		srcRates = append(srcRates, in.rates(g.Placement[i]))
+	}
+	d := Decision{Waiting: waiting, Costs: map[Method]float64{}}
+	d.Cost = in.Model.predict(Copy, in.shape(len(todo)), destRates, srcRates)
+	d.Predicted, d.Bytes, d.Costs[Copy] = d.Cost.Seconds, d.Cost.Bytes, d.Cost.Seconds
+	var err error
+	if d.Task, err = in.task(Copy, todo, dest, nil); err != nil {
+		return Decision{}, err
+	}
+	return d, nil
+}
+
+// rates returns node id's rates, unmeasured ones from the model's
+// defaults, shared with the repairs already running on it.
+func (in PlanInput) rates(id string) Rates {
+	ni := in.Nodes[id]
+	r := ni.Rates
+	if r.Net == 0 {
+		r.Net = in.Model.Default.Net
+	}
+	if r.DiskRead == 0 {
+		r.DiskRead = in.Model.Default.DiskRead
+	}
+	if r.DiskWrite == 0 {
+		r.DiskWrite = in.Model.Default.DiskWrite
+	}
+	if r.Latency == 0 {
+		r.Latency = in.Model.Default.Latency
+	}
+	return eff(r, ni.Load)
+}
+
+// shape is the group's geometry for t rebuilt (or moved) shards.
+func (in PlanInput) shape(t int) shape {
+	g := in.Group
+	k := g.Code.DataShards()
+	return shape{n: g.Code.TotalShards(), k: k, t: t, b: float64(metadata.StripeGeometry{
+		K: k, ChunkSize: g.ChunkSize, Multiple: int64(g.Code.ShardMultiple()),
+	}.ShardFileSize(g.PartSize))}
+}
+
+// task builds and validates the Task rebuilding (or moving) todo onto dest.
+func (in PlanInput) task(m Method, todo []int, dest map[int]string, helpers []int) (Task, error) {
+	g := in.Group
+	t := Task{
+		Code: g.Code.Name(), FileID: g.FileID, ChunkSize: g.ChunkSize, PartSize: g.PartSize,
+		ShardCRC: slices.Clone(g.ShardCRC), Lost: todo, Method: m, Helpers: slices.Clone(helpers),
+		Dest: map[int]Node{}, SRU: in.Model.SRU,
+	}
+	for _, id := range g.Placement {
+		t.Placement = append(t.Placement, Node{ID: id, Addr: in.Nodes[id].Addr})
+	}
+	for _, i := range todo {
+		t.Dest[i] = Node{ID: dest[i], Addr: in.Nodes[dest[i]].Addr}
+	}
+	return t, t.Validate()
 }
 
 // survivorsOf returns the shard indexes not lost whose node is live and
@@ -258,7 +325,8 @@ func fastest(survivors []int, k int, frac float64, rates func(string) Rates, pl 
 // destinations assigns a server to each lost shard: pinned ones first,
 // then a server started to replace the lost shard's node, then the least
 // loaded live servers holding no shard of the group, in the key's
-// rendezvous order (spreading rebuilt shards like new objects). Lost
+// rendezvous order (spreading rebuilt shards like new objects). Draining
+// servers are never chosen (only pinned: an in-place rebuild). Lost
 // shards without a server are returned as waiting.
 func destinations(in PlanInput, lost []int) (map[int]string, []int) {
 	g := in.Group
@@ -281,7 +349,7 @@ func destinations(in PlanInput, lost []int) (map[int]string, []int) {
 		}
 		for _, id := range slices.Sorted(maps.Keys(in.Nodes)) {
 			ni := in.Nodes[id]
-			if ni.Live && !ni.Suspect && ni.Replaces != "" && ni.Replaces == g.Placement[i] && !taken[id] {
+			if ni.Live && !ni.Suspect && !ni.Draining && ni.Replaces != "" && ni.Replaces == g.Placement[i] && !taken[id] {
 				dest[i] = id
 				taken[id] = true
 				break
@@ -290,7 +358,7 @@ func destinations(in PlanInput, lost []int) (map[int]string, []int) {
 	}
 	var pool []string
 	for id, ni := range in.Nodes {
-		if ni.Live && !ni.Suspect && ni.Addr != "" && !taken[id] && !slices.Contains(g.Placement, id) {
+		if ni.Live && !ni.Suspect && !ni.Draining && ni.Addr != "" && !taken[id] && !slices.Contains(g.Placement, id) {
 			pool = append(pool, id)
 		}
 	}

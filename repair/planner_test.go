@@ -270,3 +270,90 @@ func setRates(n map[string]NodeInfo, r Rates) {
 		n[id] = ni
 	}
 }
+
+// A drain moves a shard by copying it from its (live, draining) holder to
+// a server outside the group, never to another draining server, and
+// moves one shard's bytes, not the k a rebuild reads.
+func TestPlanMove(t *testing.T) {
+	for _, code := range []string{"rs-6-3", "clay-6-3"} {
+		t.Run(code, func(t *testing.T) {
+			nodes := cluster12()
+			drain := func(ids ...string) {
+				for _, id := range ids {
+					ni := nodes[id]
+					ni.Draining = true
+					nodes[id] = ni
+				}
+			}
+			drain("n03", "n09") // n09 holds nothing of the group: no destination either
+			g := group(t, code)
+			in := PlanInput{Group: g, Lost: []int{3}, Nodes: nodes, Model: DefaultCostModel()}
+			d, err := PlanMove(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := d.Task
+			if task.Method != Copy || !slices.Equal(task.Lost, []int{3}) || len(task.Helpers) != 0 {
+				t.Fatalf("want a copy of shard 3, got %s of %v helpers %v", task.Method, task.Lost, task.Helpers)
+			}
+			dst := task.Dest[3].ID
+			if slices.Contains(g.Placement, dst) || dst == "n09" {
+				t.Fatalf("destination %s is in the group or draining", dst)
+			}
+			if task.Placement[3].ID != "n03" || task.Placement[3].Addr == "" {
+				t.Fatalf("the copy's source must stay the draining holder, got %+v", task.Placement[3])
+			}
+			b := float64(in.shape(1).b)
+			if d.Bytes != b {
+				t.Fatalf("a move predicts %.0f bytes, want one shard file, %.0f", d.Bytes, b)
+			}
+			// The same shard rebuilt moves k times as many.
+			rebuilt, err := Plan(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rebuilt.Task.Dest[3].ID == "n09" || rebuilt.Bytes <= d.Bytes {
+				t.Fatalf("rebuild fallback: dest %s, %.0f bytes vs the copy's %.0f", rebuilt.Task.Dest[3].ID, rebuilt.Bytes, d.Bytes)
+			}
+		})
+	}
+}
+
+// With every other live server already holding a shard of the group, a
+// move waits for capacity instead of dropping or doubling up a shard.
+func TestPlanMoveWaitsForCapacity(t *testing.T) {
+	nodes := cluster12()
+	for _, id := range []string{"n09", "n10", "n11"} {
+		dead(nodes, id)
+	}
+	ni := nodes["n04"]
+	ni.Draining = true
+	nodes["n04"] = ni
+	d, err := PlanMove(PlanInput{Group: group(t, "rs-6-3"), Lost: []int{4}, Nodes: nodes, Model: DefaultCostModel()})
+	if !errors.Is(err, ErrNoCapacity) || !slices.Equal(d.Waiting, []int{4}) {
+		t.Fatalf("want ErrNoCapacity with shard 4 waiting, got %v, waiting %v", err, d.Waiting)
+	}
+	// A holder that died is no move: its shard is lost, for Plan.
+	dead(nodes, "n04")
+	if _, err := PlanMove(PlanInput{Group: group(t, "rs-6-3"), Lost: []int{4}, Nodes: nodes, Model: DefaultCostModel()}); err == nil || errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("a dead holder cannot be copied from, got %v", err)
+	}
+}
+
+// Rebuilt shards never go to a draining server either.
+func TestPlanAvoidsDraining(t *testing.T) {
+	nodes := cluster12()
+	dead(nodes, "n02")
+	for _, id := range []string{"n09", "n10"} {
+		ni := nodes[id]
+		ni.Draining = true
+		nodes[id] = ni
+	}
+	d, err := Plan(PlanInput{Group: group(t, "rs-6-3"), Lost: []int{2}, Nodes: nodes, Model: DefaultCostModel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Task.Dest[2].ID; got != "n11" {
+		t.Fatalf("rebuilt shard goes to %s, want n11, the only live non-draining server outside the group", got)
+	}
+}

@@ -17,6 +17,11 @@ const (
 	PushRep Method = "push-rep" // chain of k survivors ending at the destination
 	PushSur Method = "push-sur" // chains ending at survivors, rotated
 	Core    Method = "core"     // relayer asks n-t helpers for their encodings (MSR codes)
+	// Copy moves shards off a draining server: each destination copies
+	// its shard, unchanged, from the server that still holds it. It is
+	// not a reconstruction (the "lost" shards are all still there), so
+	// it is no candidate for lost shards and not in Methods.
+	Copy Method = "copy"
 )
 
 // Methods lists every method, in the order benchmarks report them.
@@ -56,7 +61,8 @@ type Task struct {
 	// Placement holds the server of each shard index; lost shards' entries
 	// name the server that held them (it may be dead).
 	Placement []Node `json:"placement"`
-	// Lost are the shard indexes to rebuild, ascending.
+	// Lost are the shard indexes to rebuild, ascending. For Copy they are
+	// the shards to move; Placement still names their (live) holders.
 	Lost []int `json:"lost"`
 	// Method is how to rebuild them.
 	Method Method `json:"method"`
@@ -92,6 +98,8 @@ func (t *Task) Validate() error {
 	for i, n := range t.Placement {
 		if !lost[i] {
 			holders[n.ID] = true
+		} else if t.Method == Copy && n.Addr == "" {
+			return fmt.Errorf("repair: task %s: shard %d to copy has no live holder", t.FileID, i)
 		}
 	}
 	for _, i := range t.Lost {

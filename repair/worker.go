@@ -163,11 +163,14 @@ type job struct {
 	version     metadata.Version
 	lost        []int
 	inPlace     bool // rebuild onto the same server (corrupt or missing shard)
-	prio        int  // missing shards; most endangered first
-	predicted   float64
-	cost        Cost // the model's prediction, all parts
-	attempt     int
-	notBefore   time.Time
+	// move: lost are shards on draining servers, to be moved (copied,
+	// then switched), not rebuilt. Nothing of the group is missing.
+	move      bool
+	prio      int // missing shards; most endangered first
+	predicted float64
+	cost      Cost // the model's prediction, all parts
+	attempt   int
+	notBefore time.Time
 }
 
 func (j *job) ref() string { return j.bucket + "/" + j.key }
@@ -271,7 +274,7 @@ func (w *Worker) view() nodeView {
 			continue
 		}
 		ni := NodeInfo{ID: m.ID, Addr: m.HTTP, Live: m.Alive(), Suspect: m.State == cluster.StateSuspect,
-			Replaces: m.Replaces, Zone: m.Zone, Rates: w.rates[m.ID], Load: Load(w.load[m.ID])}
+			Replaces: m.Replaces, Zone: m.Zone, Draining: m.Draining, Rates: w.rates[m.ID], Load: Load(w.load[m.ID])}
 		v.nodes[m.ID] = ni
 		if !ni.Live {
 			v.since[m.ID] = m.Since
@@ -388,6 +391,16 @@ func (w *Worker) scan(ctx context.Context) error {
 			}
 		}
 		if len(downs) == 0 {
+			// Fully redundant: only shards on draining servers may
+			// need a new home.
+			if moves := draining(v, m.Placement); len(moves) > 0 {
+				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true}
+				counts.Draining += parts
+				if w.isWaiting(j.ref()) {
+					counts.DrainWaiting += parts
+				}
+				found = append(found, j)
+			}
 			return nil
 		}
 		counts.Degraded += parts
@@ -430,6 +443,19 @@ func (w *Worker) scan(ctx context.Context) error {
 		w.enqueue(j)
 	}
 	return nil
+}
+
+// draining returns the indexes of pl whose servers are live and draining:
+// the shards a drain moves. (A draining server that died holds lost
+// shards, which repair rebuilds like any other's.)
+func draining(v nodeView, pl []string) []int {
+	var out []int
+	for i, id := range pl {
+		if ni := v.nodes[id]; ni.Live && ni.Draining {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // noteReturns starts a manifest sync when a server came back: it (or
@@ -606,7 +632,7 @@ func (w *Worker) estimate(j *job) Cost {
 	v := w.view()
 	var total Cost
 	for _, p := range m.Parts {
-		d, err := w.plan(v, m, p, j.lost, nil)
+		d, err := w.planner(j)(v, m, p, j.lost, nil)
 		if err != nil {
 			return Cost{}
 		}

@@ -23,17 +23,46 @@ import (
 // servers collect.
 var ErrSuperseded = errors.New("repair: object changed during repair")
 
+// planFunc plans the repair (or move) of one part.
+type planFunc func(v nodeView, m *metadata.Manifest, p metadata.Part, lost []int, pinned map[int]string) (Decision, error)
+
 // plan runs the planner for one part with the worker's view.
 func (w *Worker) plan(v nodeView, m *metadata.Manifest, p metadata.Part, lost []int, pinned map[int]string) (Decision, error) {
-	code, err := codec.Parse(m.Code)
+	in, err := w.planInput(v, m, p, lost, pinned)
 	if err != nil {
 		return Decision{}, err
 	}
-	return Plan(PlanInput{
+	return Plan(in)
+}
+
+// planMove plans moving the shards lost (on draining servers) of one part.
+func (w *Worker) planMove(v nodeView, m *metadata.Manifest, p metadata.Part, lost []int, pinned map[int]string) (Decision, error) {
+	in, err := w.planInput(v, m, p, lost, pinned)
+	if err != nil {
+		return Decision{}, err
+	}
+	return PlanMove(in)
+}
+
+func (w *Worker) planInput(v nodeView, m *metadata.Manifest, p metadata.Part, lost []int, pinned map[int]string) (PlanInput, error) {
+	code, err := codec.Parse(m.Code)
+	if err != nil {
+		return PlanInput{}, err
+	}
+	return PlanInput{
 		Group: Group{Key: m.Bucket + "/" + m.Key, FileID: p.ID, Code: code, ChunkSize: m.ChunkSize,
 			PartSize: p.Size, ShardCRC: p.ShardCRC, Placement: m.Placement},
 		Lost: lost, Nodes: v.nodes, Model: w.cfg.Model, Force: w.cfg.Method, Allowed: w.allowed, Dest: pinned,
-	})
+	}, nil
+}
+
+// planner is how j's parts are planned: a drain's moves are copies when
+// the executor can copy; otherwise, and for lost shards, reconstructions.
+func (w *Worker) planner(j *job) planFunc {
+	if j.move && (w.allowed == nil || slices.Contains(w.allowed, Copy)) {
+		return w.planMove
+	}
+	return w.plan
 }
 
 // repair rebuilds the lost shards of every part of j's object and switches
@@ -62,7 +91,17 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 				lost = append(lost, i)
 			}
 		}
-		if len(lost) == 0 {
+		if j.move {
+			// Lost shards first: the next scan queues their repair, and
+			// a move never waits on a repair's destinations.
+			if len(lost) > 0 {
+				return Result{}, fmt.Errorf("%w: %s lost shards; repair before moving", errRetryLater, j.ref())
+			}
+			lost = draining(v, m.Placement)
+			if len(lost) == 0 {
+				return Result{}, fmt.Errorf("%w: %s has no shards on draining servers any more", errRetryLater, j.ref())
+			}
+		} else if len(lost) == 0 {
 			return Result{}, fmt.Errorf("%w: %s no longer has lost shards", errRetryLater, j.ref())
 		}
 	}
@@ -76,8 +115,9 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 		return w.repairInline(ctx, v, m, lost, j)
 	}
 	total := Result{Rebuilt: map[int]Node{}}
+	plan := w.planner(j)
 	for pi, p := range m.Parts {
-		d, err := w.plan(v, m, p, lost, pinned)
+		d, err := plan(v, m, p, lost, pinned)
 		if errors.Is(err, ErrNoCapacity) {
 			w.mu.Lock()
 			w.waiting[j.ref()] = true
@@ -106,6 +146,9 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 			return total, err
 		}
 		res, err := w.runTask(ctx, d.Task)
+		if err != nil && d.Task.Method == Copy && ctx.Err() == nil {
+			res, err = w.moveByRebuild(ctx, v, m, p, d.Task, err)
+		}
 		if err != nil {
 			return total, err
 		}
@@ -125,6 +168,26 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 		return total, nil
 	}
 	return total, w.switchManifest(ctx, v, m, total.Rebuilt)
+}
+
+// moveByRebuild is a failed copy's fallback: the draining server did not
+// serve its shard (it may be failing, which is why it is drained), so the
+// same destinations rebuild the shards from k others, like lost ones.
+// The draining server's copy stays until the switch: redundancy holds.
+func (w *Worker) moveByRebuild(ctx context.Context, v nodeView, m *metadata.Manifest, p metadata.Part, t Task, cause error) (Result, error) {
+	w.log.Warn("drain: copy failed, rebuilding the shards instead", "file", t.FileID, "lost", t.Lost, "err", cause)
+	d, err := w.plan(v, m, p, t.Lost, destIDs(t.Dest))
+	if err == nil && !slices.Equal(d.Task.Lost, t.Lost) {
+		err = fmt.Errorf("only shards %v have a destination", d.Task.Lost)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("%w; rebuilding instead: %w", cause, err)
+	}
+	w.m.decision(string(d.Task.Method))
+	if err := w.charge(ctx, int64(d.Bytes)); err != nil {
+		return Result{}, err
+	}
+	return w.runTask(ctx, d.Task)
 }
 
 // charge waits for the rate limiter to admit n bytes of repair traffic.

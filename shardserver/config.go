@@ -55,6 +55,9 @@ type Config struct {
 	// confirm jobs. Nil, or ok=false: the peer counts as unreachable, so
 	// replaced versions are kept (never rolled back, never collected).
 	Peers func(nodeID string) (addr string, ok bool)
+	// OnDrain advertises a changed drain flag (cmd wires it to the gossip
+	// meta); it runs after the flag is persisted. Nil: nothing to tell.
+	OnDrain func(draining bool) error
 	// OrphanAge is the age after which a shard file no manifest references
 	// is deleted (leftovers of failed PUTs, and temp files of crashed
 	// ones). It must outlast the slowest PUT between its first shard and

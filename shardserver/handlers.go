@@ -258,7 +258,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("disk usage", "err", err)
 	}
 	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.Stats{
-		NodeID: s.cfg.NodeID, Objects: st.Objects, Tombstones: st.Tombstones, Bytes: st.Bytes, Shards: st.Shards,
+		NodeID: s.cfg.NodeID, Objects: st.Objects, Tombstones: st.Tombstones, Bytes: st.Bytes, Shards: st.Shards, Inline: st.Inline,
 		DiskUsedBytes: used, DiskFreeBytes: free,
 	})
 }

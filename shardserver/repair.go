@@ -83,6 +83,7 @@ func (s *Server) repairRoutes() []route {
 		{"POST " + shardrpc.PathRepairCore, "repair_core", s.repairCore},
 		{"POST " + shardrpc.PathRepairHelper, "repair_helper", s.repairHelper},
 		{"POST " + shardrpc.PathRepairPush, "repair_push", s.repairPush},
+		{"POST " + shardrpc.PathRepairCopy, "repair_copy", s.repairCopy},
 		{"PUT " + shardrpc.PathRepairStore + "{file}/{idx}", "repair_store", s.repairStore},
 	}
 }

@@ -27,6 +27,8 @@ type Server struct {
 	rep    *repairState
 	peers  versionAsker // confirm jobs ask peers through it
 	codes  sync.Map     // code name -> codec.Code, for write quorums
+	// drainMu serializes drain flag changes (file and gossip together).
+	drainMu sync.Mutex
 
 	handler   http.Handler
 	closeOnce sync.Once
@@ -122,6 +124,7 @@ func (s *Server) routes() http.Handler {
 		{"POST " + shardrpc.PathUploadFinish, "finish_upload", s.finishUpload},
 		{"POST " + shardrpc.PathLeases, "acquire_lease", s.acquireLease},
 		{"DELETE " + shardrpc.PathLeases, "release_lease", s.releaseLease},
+		{"POST " + shardrpc.PathDrain, "drain", s.drain},
 	} {
 		api.HandleFunc(r.pattern, s.m.instrument(r.route, r.h))
 	}

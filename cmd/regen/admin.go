@@ -24,6 +24,7 @@ func runAdmin(ctx context.Context, args []string, stdout io.Writer) error {
 	sub := map[string]func(context.Context, *adminClient, []string, io.Writer) error{
 		"status": adminStatus,
 		"nodes":  adminNodes,
+		"drain":  adminDrain,
 	}
 	if len(args) >= 2 && args[0] == "repair" && args[1] == "watch" {
 		return adminRun(ctx, "repair watch", args[2:], stdout, adminRepairWatch)
@@ -43,6 +44,9 @@ commands:
   status                     cluster summary and every node
   nodes                      every node: role, state, address, shards, disk
   repair watch               repair progress until nothing is degraded
+  drain NODE                 move a shard server's shards to the others before removing it;
+                             shows progress until it holds none (--watch: only show progress,
+                             --no-wait: only start, --cancel: stop draining)
   bucket set-code BUCKET CODE  code for the bucket's new objects (e.g. clay-6-3; "" for the default)`
 
 func adminRun(ctx context.Context, name string, args []string, stdout io.Writer, fn func(context.Context, *adminClient, []string, io.Writer) error) error {
@@ -55,7 +59,12 @@ func adminRun(ctx context.Context, name string, args []string, stdout io.Writer,
 	fs.StringVar(&c.secretKey, "secret-key", env("REGEN_SECRET_KEY", env("AWS_SECRET_ACCESS_KEY", defaultSecretKey)), "secret key (REGEN_SECRET_KEY, AWS_SECRET_ACCESS_KEY)")
 	fs.StringVar(&c.region, "region", env("REGEN_REGION", "us-east-1"), "region (REGEN_REGION)")
 	jsonOut := fs.Bool("json", false, "print JSON")
-	fs.DurationVar(&c.timeout, "timeout", 0, "repair watch: give up after this long, 0 = never")
+	fs.DurationVar(&c.timeout, "timeout", 0, "repair watch, drain: give up watching after this long, 0 = never")
+	if name == "drain" {
+		fs.BoolVar(&c.drain.cancel, "cancel", false, "stop draining: the node takes new shards again (what moved stays moved)")
+		fs.BoolVar(&c.drain.watch, "watch", false, "only show the drain's progress, do not start it")
+		fs.BoolVar(&c.drain.noWait, "no-wait", false, "start the drain and return without showing progress")
+	}
 	// Flags may come before or after the positional arguments.
 	var pos []string
 	for {
@@ -86,7 +95,8 @@ func adminRun(ctx context.Context, name string, args []string, stdout io.Writer,
 type adminClient struct {
 	endpoint, accessKey, secretKey, region string
 	json                                   bool
-	timeout                                time.Duration // repair watch
+	timeout                                time.Duration // repair watch, drain
+	drain                                  struct{ cancel, watch, noWait bool }
 	hc                                     *http.Client
 }
 
@@ -184,7 +194,15 @@ func adminStatus(ctx context.Context, c *adminClient, _ []string, w io.Writer) e
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %-20s %d\n", k, counts[k])
 	}
-	fmt.Fprintf(w, "  manifests on live servers: %d   shard files: %d\n\n", st.Manifests, st.Shards)
+	fmt.Fprintf(w, "  manifests on live servers: %d   shard files: %d\n", st.Manifests, st.Shards)
+	if s := st.Stripes; s != nil {
+		fmt.Fprintf(w, "  stripe groups: %d, degraded %d", s.Total, s.Degraded)
+		if s.Draining > 0 {
+			fmt.Fprintf(w, ", to move off draining servers %d (%d waiting for capacity)", s.Draining, s.DrainWaiting)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 	return printNodes(w, st)
 }
 
@@ -209,9 +227,16 @@ func printNodes(w io.Writer, st gateway.Status) error {
 		if n.Stats != nil {
 			manifests = fmt.Sprint(n.Stats.Objects)
 			shards = fmt.Sprint(n.Stats.Shards)
+			if n.Stats.Inline > 0 {
+				shards += fmt.Sprintf("+%d inline", n.Stats.Inline)
+			}
 			used = humanBytes(n.Stats.DiskUsedBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Role, n.State, n.HTTP, manifests, shards, used)
+		state := string(n.State)
+		if n.Draining {
+			state += ",draining"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Role, state, n.HTTP, manifests, shards, used)
 	}
 	return tw.Flush()
 }

@@ -32,6 +32,10 @@ func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writ
 	}
 	start := time.Now()
 	var peak int64 // most degraded stripes seen: the bar's 100%
+	var bar *progress
+	if !c.json {
+		bar = newProgress(w)
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -51,12 +55,13 @@ func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writ
 		if c.json {
 			fmt.Fprintf(w, `{"t":%.1f,"stripes":%d,"degraded":%d,"pending":%d,"lost_shards":%d,"waiting":%d,"queued":%d,"running":%d,"done":%d,"failed":%d,"bytes_moved":%d,"down":%d,"grace_left_seconds":%.1f,"state":%q}`+"\n",
 				time.Since(start).Seconds(), s.Total, s.Degraded, s.Pending, s.LostShards, s.Waiting, r.Queued, r.Running, r.Done, r.Failed, r.BytesMoved, v.down, s.GraceLeftSeconds, v.state)
-		} else {
-			fmt.Fprintf(w, "\r%s", v.line)
+		} else if !v.done {
+			bar.set(peak-s.Degraded, peak, v.line)
 		}
 		if v.done {
 			if !c.json {
-				fmt.Fprintf(w, "\nfully redundant: %d stripes healthy; %d repairs since the servers started (%s), %s moved, %d failed; watched %s",
+				bar.finish(w, v.line)
+				fmt.Fprintf(w, "fully redundant: %d stripes healthy; %d repairs since the servers started (%s), %s moved, %d failed; watched %s",
 					s.Total, r.Done, methodMix(r.Methods), humanBytes(r.BytesMoved), r.Failed, time.Since(start).Round(100*time.Millisecond))
 				if r.ElapsedSeconds > 0 {
 					fmt.Fprintf(w, "; last batch took %.1fs, planner predicted %.1fs", r.ElapsedSeconds, r.PredictedSeconds)
@@ -67,7 +72,9 @@ func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writ
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(w)
+			if !c.json {
+				fmt.Fprintln(w)
+			}
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return fmt.Errorf("repair watch: not fully redundant after %s (%s)", c.timeout, v.state)
 			}
@@ -82,7 +89,7 @@ type verdict struct {
 	done  bool
 	down  int    // shard servers dead, suspect or unreachable
 	state string // "redundant", "detecting", "grace", "repairing"
-	line  string
+	line  string // the state, beside the progress bar
 }
 
 // watchVerdict decides from one status whether the cluster is fully
@@ -123,33 +130,31 @@ func watchVerdict(st gateway.Status, peak int64, elapsed time.Duration) verdict 
 	}
 	switch v.state {
 	case "detecting":
-		v.line = fmt.Sprintf("waiting for detection: %d servers down or unreachable, %d not yet counted by the repair workers  %s   ",
-			down, unseen, elapsed.Round(time.Second))
+		v.line = fmt.Sprintf("waiting for detection: %d servers down or unreachable, %d not yet counted by the repair workers",
+			down, unseen)
 	case "grace":
-		v.line = fmt.Sprintf("waiting for grace: %d servers down, %d stripes degraded, repair starts in %s  %s   ",
-			down, s.Degraded, (time.Duration(s.GraceLeftSeconds * float64(time.Second))).Round(time.Second), elapsed.Round(time.Second))
+		v.line = fmt.Sprintf("waiting for grace: %d servers down, %d stripes degraded, repair starts in %s",
+			down, s.Degraded, (time.Duration(s.GraceLeftSeconds * float64(time.Second))).Round(time.Second))
 	default:
-		v.line = progressLine(s, r, peak, elapsed)
+		v.line = progressLine(s, r)
 	}
 	return v
 }
 
-func progressLine(s *gateway.StripeStatus, r *gateway.RepairStatus, peak int64, elapsed time.Duration) string {
-	const width = 30
-	frac := 1.0
-	if peak > 0 {
-		frac = 1 - float64(s.Degraded)/float64(peak)
-	}
-	n := int(frac * width)
-	bar := strings.Repeat("#", n) + strings.Repeat(".", width-n)
+// progressLine describes repair progress beside the bar, which shows the
+// degraded stripes repaired out of the most seen.
+func progressLine(s *gateway.StripeStatus, r *gateway.RepairStatus) string {
 	eta := "-"
 	if r.ETASeconds > 0 {
 		eta = (time.Duration(r.ETASeconds * float64(time.Second))).Round(100 * time.Millisecond).String()
 	}
-	line := fmt.Sprintf("[%s] %3.0f%%  degraded %d/%d (%d lost shards, %d waiting)  queued %d running %d  %s/s  ETA %s  %s  %s",
-		bar, frac*100, s.Degraded, s.Total, s.LostShards, s.Waiting, r.Queued, r.Running,
-		humanBytes(int64(r.RateBytesPerSec)), eta, methodMix(r.Methods), elapsed.Round(time.Second))
-	return line + "   "
+	line := fmt.Sprintf("degraded %d/%d (%d lost shards, %d waiting)  queued %d running %d  %s/s  ETA %s  %s",
+		s.Degraded, s.Total, s.LostShards, s.Waiting, r.Queued, r.Running,
+		humanBytes(int64(r.RateBytesPerSec)), eta, methodMix(r.Methods))
+	if s.Draining > 0 {
+		line += fmt.Sprintf("  draining %d (%d waiting for capacity)", s.Draining, s.DrainWaiting)
+	}
+	return line
 }
 
 func methodMix(m map[string]int64) string {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +63,29 @@ func TestWatchVerdict(t *testing.T) {
 				t.Errorf("done=%v state=%q, want done=%v state=%q (%s)", v.done, v.state, tc.done, tc.state, v.line)
 			}
 		})
+	}
+}
+
+// The repair watch draws its progress with the progressbar library: the
+// bar fills as degraded stripes are repaired, out of the most seen, and
+// the watch ends with a full bar and the summary.
+func TestRepairWatchProgressBar(t *testing.T) {
+	dead := gateway.NodeStatus{Member: cluster.Member{ID: "b", State: cluster.StateDead, Meta: cluster.Meta{Role: cluster.RoleShard}}}
+	alive := gateway.NodeStatus{Member: cluster.Member{ID: "a", State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard}}}
+	st := func(degraded, running int64) gateway.Status {
+		return gateway.Status{Nodes: []gateway.NodeStatus{alive, dead},
+			Stripes: &gateway.StripeStatus{Total: 40, Degraded: degraded, LostShards: degraded, DownSeen: []string{"b"}},
+			Repair:  &gateway.RepairStatus{Running: running, Done: 20 - degraded, Methods: map[string]int64{"core": 20 - degraded}}}
+	}
+	srv, _ := statusServer(t, st(20, 4), st(10, 4), st(0, 0))
+	var out strings.Builder
+	if err := runAdmin(context.Background(), []string{"repair", "watch", "--endpoint", srv.URL, "--timeout", "30s"}, &out); err != nil {
+		t.Fatalf("repair watch: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"(0/20)", "50%", "(10/20)", "degraded 10/40", "100%", "(20/20)", "█", "fully redundant: 40 stripes healthy"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, strings.ReplaceAll(got, "\r", "\n"))
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,6 +99,23 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return m.HTTP, true
 	}
+	// The drain flag survives restarts: it lives in the data dir and is
+	// advertised again at start.
+	draining, err := shardserver.LoadDraining(f.data)
+	if err != nil {
+		return err
+	}
+	var meta cluster.Meta // what node advertises; OnDrain changes its flag
+	var metaMu sync.Mutex
+	cfg.OnDrain = func(d bool) error {
+		if node == nil {
+			return errors.New("gossip has not started yet")
+		}
+		metaMu.Lock()
+		defer metaMu.Unlock()
+		meta.Draining = d
+		return node.UpdateMeta(meta)
+	}
 	rateLimit, err := netlimit.ParseRate(f.netLimit)
 	if err != nil {
 		return usageErrorf("--net-limit: %v", err)
@@ -123,8 +141,9 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	ccfg := cluster.Config{
 		NodeID: id, BindAddr: host, BindPort: port, Join: f.join, Secret: f.secret, Profile: f.profile, Logger: log,
-		Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: httpAddr, Zone: f.zone, Replaces: f.replaces, Capacity: diskCapacity(f.data)},
 	}
+	meta = cluster.Meta{Role: cluster.RoleShard, HTTP: httpAddr, Zone: f.zone, Replaces: f.replaces, Capacity: diskCapacity(f.data), Draining: draining}
+	ccfg.Meta = meta
 	if f.advertise != "" {
 		if ccfg.AdvertiseAddr, ccfg.AdvertisePort, err = splitHostPort("advertise", f.advertise); err != nil {
 			return err
@@ -149,7 +168,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	go func() { errc <- hs.Serve(limiter.Listener(ln)) }()
 	go func() { errc <- srv.Run(ctx) }()
 	go func() { errc <- worker.Run(ctx) }()
-	log.Info("shard server up", "http", httpAddr, "gossip", node.GossipAddr(), "data", absPath(f.data))
+	log.Info("shard server up", "http", httpAddr, "gossip", node.GossipAddr(), "data", absPath(f.data), "draining", draining)
 	fmt.Fprintf(stdout, "shard %s serving on %s\n", id, httpAddr)
 
 	select {

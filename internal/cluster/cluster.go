@@ -48,6 +48,12 @@ type Meta struct {
 	Capacity int64 `json:"c,omitempty"`
 	// Replaces names a dead node this (new, empty) server replaces.
 	Replaces string `json:"rp,omitempty"`
+	// Draining marks a shard server an operator is taking out: it still
+	// serves reads and helps repairs, but receives no new shards, and the
+	// repair workers move the shards it holds to other servers. The server
+	// persists the flag in its data dir and advertises it here, so every
+	// node sees it and it survives restarts.
+	Draining bool `json:"d,omitempty"`
 }
 
 // Member is one node of the cluster.

@@ -27,6 +27,9 @@ import (
 //     previous hop (empty for the first). The hop adds its coefficient
 //     times its local slice and forwards to the next hop, or, as the last
 //     hop, stores the rebuilt shards on their targets.
+//   - POST PathRepairCopy (JSON CopyRequest): the server copies one whole
+//     shard, unchanged, from Source (a draining server that still holds
+//     it) to Target: no decoding, the shard's bytes cross the network once.
 //   - PUT PathRepairStore{file}/{idx}?size=&crc32c= stores a rebuilt shard:
 //     like a shard PUT, but the server checks size and CRC-32C against the
 //     manifest's before the file becomes visible.
@@ -38,6 +41,7 @@ const (
 	PathRepairCore   = "/v1/repair/core"
 	PathRepairHelper = "/v1/repair/helper"
 	PathRepairPush   = "/v1/repair/push"
+	PathRepairCopy   = "/v1/repair/copy"
 	PathRepairStore  = "/v1/repair/store/"
 
 	// HeaderRepairSpec carries a PUSH hop's PushRequest, base64url JSON,
@@ -120,6 +124,17 @@ type PushRequest struct {
 	Pos     int            `json:"pos"`
 	Targets []RepairTarget `json:"targets"`
 	SRU     int            `json:"sru"`
+}
+
+// CopyRequest asks a server to copy shard Target.Idx of a group from
+// Source (which holds that very index) to Target, verified against the
+// size and CRC the manifest records. Sent to the target server, it pulls.
+type CopyRequest struct {
+	Method string `json:"method"`
+	RepairGroup
+	Source RepairPeer   `json:"source"`
+	Target RepairTarget `json:"target"`
+	SRU    int          `json:"sru"`
 }
 
 // NodeBytes counts repair bytes a node received from and sent to peers.

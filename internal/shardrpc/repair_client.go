@@ -52,6 +52,11 @@ func (c *Client) RepairCore(ctx context.Context, addr string, req CoreRequest) (
 	return c.repairCall(ctx, addr, "repair core "+req.FileID, PathRepairCore, req)
 }
 
+// RepairCopy asks addr to copy a shard (see PathRepairCopy).
+func (c *Client) RepairCopy(ctx context.Context, addr string, req CopyRequest) (RepairReport, error) {
+	return c.repairCall(ctx, addr, "repair copy "+req.FileID, PathRepairCopy, req)
+}
+
 func (c *Client) repairCall(ctx context.Context, addr, op, path string, req any) (RepairReport, error) {
 	body, err := json.Marshal(req)
 	if err != nil {

@@ -37,6 +37,12 @@ type StripeCounts struct {
 	// server's shards count as lost (0: none pending).
 	Pending   int64   `json:"pending"`
 	GraceLeft float64 `json:"grace_left_seconds"`
+	// Draining groups are fully redundant but have shards on draining
+	// servers, still to be moved; DrainWaiting of them have no server
+	// that may take those shards (every other live server already holds
+	// a shard of the group): they wait for capacity.
+	Draining     int64 `json:"draining"`
+	DrainWaiting int64 `json:"drain_waiting"`
 	// DownSeen are the shard servers (node IDs) down or suspect at the
 	// last scan: a watcher knows their shards have been counted.
 	DownSeen []string `json:"down_seen,omitempty"`
