@@ -248,6 +248,28 @@ func (s *Store) ExpiredUploads(ctx context.Context, cutoff time.Time, limit int)
 	return out, err
 }
 
+// CountUploads returns how many multipart uploads are open on this node
+// (it holds the record of every upload whose placement names it).
+func (s *Store) CountUploads(ctx context.Context) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	pre := []byte{nsUpload}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: prefixSuccessor(pre)})
+	if err != nil {
+		return 0, fmt.Errorf("metadata: count uploads: %w", err)
+	}
+	defer it.Close()
+	var n int64
+	for valid := it.First(); valid; valid = it.Next() {
+		n++
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("metadata: count uploads: %w", err)
+	}
+	return n, nil
+}
+
 // scanUploads walks upload records under pre, keeping those match
 // accepts, until limit are found.
 func (s *Store) scanUploads(pre []byte, limit int, match func(*Upload) bool) ([]Upload, bool, error) {

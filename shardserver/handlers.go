@@ -253,12 +253,17 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	uploads, err := s.meta.CountUploads(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	used, free, err := diskUsage(s.cfg.DataDir)
 	if err != nil {
 		s.log.Warn("disk usage", "err", err)
 	}
 	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.Stats{
-		NodeID: s.cfg.NodeID, Objects: st.Objects, Tombstones: st.Tombstones, Bytes: st.Bytes, Shards: st.Shards, Inline: st.Inline,
+		NodeID: s.cfg.NodeID, Objects: st.Objects, Tombstones: st.Tombstones, Bytes: st.Bytes, Shards: st.Shards, Inline: st.Inline, Uploads: uploads,
 		DiskUsedBytes: used, DiskFreeBytes: free,
 	})
 }

@@ -59,7 +59,9 @@ type drainProgress struct {
 	Draining bool   `json:"draining"`
 	// Left counts what the node still holds: shard files of live objects
 	// and inline objects placed on it. -1 while it does not answer.
-	Left int64 `json:"left"`
+	// Uploads are open multipart uploads writing to it.
+	Left    int64 `json:"left"`
+	Uploads int64 `json:"uploads"`
 	// Moving counts the stripe groups still to move off draining nodes
 	// (all of them, cluster-wide); Waiting those no server can take.
 	Moving  int64 `json:"moving"`
@@ -77,7 +79,7 @@ func drainState(st gateway.Status, id string) (drainProgress, error) {
 		}
 		p := drainProgress{Node: id, State: string(n.State), Draining: n.Draining, Left: -1}
 		if n.Stats != nil {
-			p.Left = n.Stats.Shards + n.Stats.Inline
+			p.Left, p.Uploads = n.Stats.Shards+n.Stats.Inline, n.Stats.Uploads
 		}
 		if s := st.Stripes; s != nil {
 			p.Moving, p.Waiting = s.Draining, s.DrainWaiting
@@ -87,7 +89,9 @@ func drainState(st gateway.Status, id string) (drainProgress, error) {
 	return drainProgress{}, fmt.Errorf("no node %q in the cluster (regen admin nodes lists them)", id)
 }
 
-// watchDrain draws the drain's progress until the node holds nothing. A
+// watchDrain draws the drain's progress until the node holds nothing: no
+// shard or inline object, and no open multipart upload, whose parts are on
+// it and whose object will be until it is moved. A
 // node that stops draining (cancelled) or dies ends the watch with an
 // error: neither is a finished drain.
 func watchDrain(ctx context.Context, c *adminClient, id string, w io.Writer) error {
@@ -130,7 +134,7 @@ func watchDrain(ctx context.Context, c *adminClient, id string, w io.Writer) err
 					fmt.Fprintln(w)
 				}
 				return fmt.Errorf("node %s is not draining (cancelled?); start it with regen admin drain %s", id, id)
-			case p.Left == 0:
+			case p.Left == 0 && p.Uploads == 0:
 				if bar != nil {
 					bar.finish(w, "nothing left")
 					fmt.Fprintf(w, "node %s holds no shards after %s: stop it and remove it; no object loses redundancy\n", id, time.Since(start).Round(100*time.Millisecond))
@@ -161,6 +165,9 @@ func drainLine(p drainProgress) string {
 		return fmt.Sprintf("node %s does not answer", p.Node)
 	}
 	line := fmt.Sprintf("%d shards left on %s", p.Left, p.Node)
+	if p.Uploads > 0 {
+		line += fmt.Sprintf("; %d open multipart uploads write to it (their objects move once completed; aborted or expired ones go)", p.Uploads)
+	}
 	if p.Waiting > 0 {
 		line += fmt.Sprintf("; %d stripe groups wait for capacity: every other live server holds a shard of them (add a server)", p.Waiting)
 	}

@@ -61,19 +61,23 @@ func (d *drainCalls) list() []string {
 // holds shrinking to nothing; a cancelled drain ends the watch with an
 // error, not a success.
 func TestAdminDrain(t *testing.T) {
+	uploads := int64(0)
 	node := func(draining bool, shards, inline int64) gateway.Status {
 		n := gateway.NodeStatus{Member: cluster.Member{ID: "n1", State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard, Draining: draining}},
-			Stats: &shardrpc.Stats{Shards: shards, Inline: inline}}
+			Stats: &shardrpc.Stats{Shards: shards, Inline: inline, Uploads: uploads}}
 		gw := gateway.NodeStatus{Member: cluster.Member{ID: "gw", State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleGateway}}}
 		return gateway.Status{Nodes: []gateway.NodeStatus{gw, n}, Stripes: &gateway.StripeStatus{Draining: shards + inline}}
 	}
-	srv, calls := statusServer(t, node(true, 8, 2), node(true, 3, 0), node(true, 0, 0))
+	uploads = 1
+	withUpload := node(true, 0, 0) // nothing left but an open upload: not done
+	uploads = 0
+	srv, calls := statusServer(t, node(true, 8, 2), node(true, 3, 0), withUpload, node(true, 0, 0))
 	var out strings.Builder
 	if err := runAdmin(context.Background(), []string{"drain", "n1", "--endpoint", srv.URL, "--timeout", "30s"}, &out); err != nil {
 		t.Fatalf("drain: %v\n%s", err, out.String())
 	}
 	got := out.String()
-	for _, want := range []string{"node n1 is draining", "(0/10)", "10 shards left on n1", "(7/10)", "100%", "(10/10)", "holds no shards"} {
+	for _, want := range []string{"node n1 is draining", "(0/10)", "10 shards left on n1", "(7/10)", "1 open multipart uploads", "100%", "(10/10)", "holds no shards"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, strings.ReplaceAll(got, "\r", "\n"))
 		}

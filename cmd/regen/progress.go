@@ -26,17 +26,22 @@ func newProgress(w io.Writer) *progress {
 // set shows done of total with desc. The bar stays short of full until
 // finish: once full, progressbar draws no more, and a watch is not over
 // while total may still grow (another failure, another shard placed).
+// Each progressbar call redraws, so only what changed is passed on.
 func (p *progress) set(done, total int64, desc string) {
 	total = max(total, 1)
 	done = min(max(done, 0), total-1)
-	p.bar.ChangeMax64(total)
-	p.bar.Set64(done)
+	if total != p.bar.GetMax64() {
+		p.bar.ChangeMax64(total)
+	}
+	if done != p.bar.State().CurrentNum {
+		p.bar.Set64(done)
+	}
 	p.bar.Describe(desc)
 }
 
 // finish draws the full bar with desc and ends its line.
 func (p *progress) finish(w io.Writer, desc string) {
-	p.bar.Describe(desc)
 	p.bar.Finish()
+	p.bar.Describe(desc)
 	io.WriteString(w, "\n")
 }

@@ -115,7 +115,10 @@ type Stats struct {
 	Bytes      int64  `json:"bytes"`
 	Shards     int64  `json:"shards"`
 	// Inline counts inline objects placed on the node (see metadata.Stats).
-	Inline        int64 `json:"inline"`
+	Inline int64 `json:"inline"`
+	// Uploads counts open multipart uploads placed on the node: their
+	// parts are on it, and so will the completed object be.
+	Uploads       int64 `json:"uploads"`
 	DiskUsedBytes int64 `json:"disk_used_bytes"`
 	DiskFreeBytes int64 `json:"disk_free_bytes"`
 }
