@@ -163,14 +163,15 @@ type job struct {
 	version     metadata.Version
 	lost        []int
 	inPlace     bool // rebuild onto the same server (corrupt or missing shard)
+	prio        int  // missing shards; most endangered first
+	predicted   float64
+	cost        Cost // the model's prediction, all parts
+	attempt     int
+	notBefore   time.Time
+
 	// move: lost are shards on draining servers, to be moved (copied,
 	// then switched), not rebuilt. Nothing of the group is missing.
-	move      bool
-	prio      int // missing shards; most endangered first
-	predicted float64
-	cost      Cost // the model's prediction, all parts
-	attempt   int
-	notBefore time.Time
+	move bool
 }
 
 func (j *job) ref() string { return j.bucket + "/" + j.key }

@@ -56,7 +56,8 @@ type Config struct {
 	// replaced versions are kept (never rolled back, never collected).
 	Peers func(nodeID string) (addr string, ok bool)
 	// OnDrain advertises a changed drain flag (cmd wires it to the gossip
-	// meta); it runs after the flag is persisted. Nil: nothing to tell.
+	// meta); it runs after the flag is persisted, one call at a time.
+	// Nil: nothing to tell.
 	OnDrain func(draining bool) error
 	// OrphanAge is the age after which a shard file no manifest references
 	// is deleted (leftovers of failed PUTs, and temp files of crashed

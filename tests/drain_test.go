@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -53,14 +55,16 @@ func nodeOf(st gateway.Status, id string) gateway.NodeStatus {
 
 // Drain a shard server of a cluster holding rs and clay objects (inline,
 // striped, multipart) while clients read: every read succeeds, new
-// objects avoid it, shards move by copy, and once the admin API says it
-// holds nothing it is killed -9 and every object still reads back
-// byte-exact with nothing degraded.
+// objects avoid it, shards move by copy (one that fails, because the
+// drained server's file is corrupt, is rebuilt from the others instead),
+// and once the admin API says it holds nothing it is killed -9 and every
+// object still reads back byte-exact with nothing degraded.
 func TestDrain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e")
 	}
-	d := startDev(t, "--gc-delay", "2s")
+	// NB: no scrubbing, so the corrupt shard below is found by the drain.
+	d := startDev(t, "--gc-delay", "2s", "--scrub-rate", "0")
 	c := d.client(t)
 	type obj struct {
 		bucket, key string
@@ -106,6 +110,25 @@ func TestDrain(t *testing.T) {
 	}
 	id := d.info.Shards[victim].ID
 	t.Logf("draining shard %d (%s), holding %d", victim, id, held)
+	// Its largest shard file rots: the copy of that one fails on the
+	// checksum and the worker falls back to rebuilding it.
+	var rotten string
+	var size int64
+	filepath.Walk(filepath.Join(d.info.Shards[victim].Data, "shards"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && fi.Size() > size {
+			rotten, size = p, fi.Size()
+		}
+		return nil
+	})
+	f, err := os.OpenFile(rotten, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	f.ReadAt(b, 1000)
+	b[0] ^= 0xff
+	f.WriteAt(b, 1000)
+	f.Close()
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -166,8 +189,22 @@ func TestDrain(t *testing.T) {
 	if st.Repair == nil || st.Repair.Methods["copy"] == 0 {
 		t.Fatalf("no shard was moved by copy: %+v", st.Repair)
 	}
-	if st.Stripes == nil || st.Stripes.Degraded != 0 || st.Stripes.Draining != 0 {
+	// The workers' counts follow at their next scans.
+	waitFor(t, 30*time.Second, "the workers to count no stripe to move", func() bool {
+		st = d.status(t)
+		return st.Stripes != nil && st.Stripes.Draining == 0
+	})
+	if st.Stripes.Degraded != 0 {
 		t.Fatalf("after the drain: %+v", st.Stripes)
+	}
+	logs, _ := filepath.Glob(filepath.Join(d.dir, "*", "shard.log"))
+	fellBack := false
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		fellBack = fellBack || strings.Contains(string(b), "drain: copy failed, rebuilding the shards instead")
+	}
+	if !fellBack {
+		t.Fatalf("no worker rebuilt the corrupt shard %s instead of copying it", rotten)
 	}
 
 	d.killShard(victim)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,13 +105,10 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	var meta cluster.Meta // what node advertises; OnDrain changes its flag
-	var metaMu sync.Mutex
 	cfg.OnDrain = func(d bool) error {
 		if node == nil {
 			return errors.New("gossip has not started yet")
 		}
-		metaMu.Lock()
-		defer metaMu.Unlock()
 		meta.Draining = d
 		return node.UpdateMeta(meta)
 	}

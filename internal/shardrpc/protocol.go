@@ -109,18 +109,19 @@ type ListResponse struct {
 
 // Stats answers GET PathStats.
 type Stats struct {
-	NodeID     string `json:"node_id"`
-	Objects    int64  `json:"objects"`
-	Tombstones int64  `json:"tombstones"`
-	Bytes      int64  `json:"bytes"`
-	Shards     int64  `json:"shards"`
-	// Inline counts inline objects placed on the node (see metadata.Stats).
-	Inline int64 `json:"inline"`
-	// Uploads counts open multipart uploads placed on the node: their
-	// parts are on it, and so will the completed object be.
-	Uploads       int64 `json:"uploads"`
-	DiskUsedBytes int64 `json:"disk_used_bytes"`
-	DiskFreeBytes int64 `json:"disk_free_bytes"`
+	NodeID        string `json:"node_id"`
+	Objects       int64  `json:"objects"`
+	Tombstones    int64  `json:"tombstones"`
+	Bytes         int64  `json:"bytes"`
+	Shards        int64  `json:"shards"`
+	DiskUsedBytes int64  `json:"disk_used_bytes"`
+	DiskFreeBytes int64  `json:"disk_free_bytes"`
+
+	// Inline counts inline objects placed on the node (see
+	// metadata.Stats). Uploads counts open multipart uploads placed on
+	// it: their parts are on it, and so will the completed object be.
+	Inline  int64 `json:"inline"`
+	Uploads int64 `json:"uploads"`
 }
 
 // ErrorBody is the JSON body of every error response.
