@@ -43,7 +43,11 @@ type Config struct {
 	ShardTimeout time.Duration
 	// BucketCacheTTL is how long bucket existence is cached.
 	BucketCacheTTL time.Duration
-	Logger         *slog.Logger
+	// OpTimeout bounds the metadata work of one operation: one request,
+	// or one key of a DeleteObjects request (up to 1000 keys, each with
+	// a manifest read and a tombstone write, would not fit in one).
+	OpTimeout time.Duration
+	Logger    *slog.Logger
 	// Registerer takes the gateway's metrics; Gatherer serves /metrics.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
@@ -60,6 +64,7 @@ func DefaultConfig() Config {
 		InlineMax:      128 << 10,
 		ShardTimeout:   15 * time.Second,
 		BucketCacheTTL: 2 * time.Second,
+		OpTimeout:      30 * time.Second,
 	}
 }
 
@@ -84,6 +89,9 @@ func (c Config) Validate() error {
 	}
 	if c.ChunkSize < 4<<10 || c.ChunkSize > 64<<20 {
 		return fmt.Errorf("gateway: chunk size %d outside 4 KiB..64 MiB", c.ChunkSize)
+	}
+	if c.OpTimeout <= 0 {
+		return fmt.Errorf("gateway: operation timeout %v must be positive", c.OpTimeout)
 	}
 	if c.InlineMax < 0 || c.InlineMax > 1<<20 {
 		return fmt.Errorf("gateway: inline max %d outside 0..1 MiB", c.InlineMax)

@@ -19,8 +19,9 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	ctx, cancel := g.opContext()
-	defer cancel()
-	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+	_, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	cancel()
+	if err != nil {
 		return bucketErr(err)
 	}
 	errs := make([]error, len(body.Objects))
@@ -38,6 +39,14 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			// NB: each key has its own deadline. A request may name 1000
+			// keys, each a manifest read and a tombstone write on its
+			// placement; under load they do not all fit in one operation's
+			// time, and the keys past it would fail with SlowDown while
+			// clients that ignore per-key errors (s3cmd) go on as if the
+			// prefix were gone.
+			ctx, cancel := g.opContext()
+			defer cancel()
 			errs[i] = g.deleteKey(ctx, req.bucket, o.Key)
 		})
 	}

@@ -32,9 +32,9 @@ const (
 // storedHeaders round-trip from PUT to GET as sent.
 var storedHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires"}
 
-// opContext bounds the metadata work of one request.
+// opContext bounds the metadata work of one operation (Config.OpTimeout).
 func (g *Gateway) opContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 30*time.Second)
+	return context.WithTimeout(context.Background(), g.cfg.OpTimeout)
 }
 
 // bodyReader returns the request body, decoded from aws-chunked and checked

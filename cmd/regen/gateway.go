@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -45,6 +46,7 @@ type gatewayFlags struct {
 	profile                 string
 	tlsCert, tlsKey         string
 	domain                  string
+	opTimeout               time.Duration
 }
 
 func (f *gatewayFlags) register(fs *flag.FlagSet) {
@@ -69,6 +71,7 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsCert, "tls-cert", env("REGEN_TLS_CERT", ""), "PEM certificate (chain) to serve S3 over HTTPS; needs --tls-key (REGEN_TLS_CERT)")
 	fs.StringVar(&f.tlsKey, "tls-key", env("REGEN_TLS_KEY", ""), "PEM private key of --tls-cert (REGEN_TLS_KEY)")
 	fs.StringVar(&f.domain, "domain", env("REGEN_DOMAIN", ""), "domain for virtual-hosted-style requests (BUCKET.DOMAIN); empty: path style only (REGEN_DOMAIN)")
+	fs.DurationVar(&f.opTimeout, "op-timeout", envDuration("REGEN_OP_TIMEOUT", gateway.DefaultConfig().OpTimeout), "time limit of one request's metadata work, per key in DeleteObjects (REGEN_OP_TIMEOUT)")
 }
 
 // scheme is the S3 endpoint's URL scheme.
@@ -119,6 +122,7 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 		return cfg, usageErrorf("--chunk-size: %v", err)
 	}
 	cfg.ChunkSize = chunk
+	cfg.OpTimeout = f.opTimeout
 	var b [6]byte
 	rand.Read(b[:])
 	cfg.NodeID = "gw-" + hex.EncodeToString(b[:])
