@@ -103,6 +103,8 @@ func (g *Gateway) deleteBucket(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	if len(res.Objects) > 0 {
+		e := res.Objects[0]
+		g.log.Info("delete bucket refused: not empty", "bucket", req.bucket, "key", e.Key, "version", e.Version.String())
 		return apiErr("BucketNotEmpty", "The bucket you tried to delete is not empty.")
 	}
 	b.Deleted, b.Version = true, g.layer.clock.next()

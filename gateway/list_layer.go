@@ -36,11 +36,15 @@ type listResult struct {
 // cursor pages through one server's listing.
 type cursor struct {
 	addr  string
+	page  int // entries asked for by the next refill
 	buf   []metadata.ListEntry
 	more  bool
 	after string
 	err   error
 }
+
+// maxListPage is the most entries one refill asks a server for.
+const maxListPage = 1000
 
 func entryName(e metadata.ListEntry) string {
 	if e.Prefix != "" {
@@ -49,10 +53,16 @@ func entryName(e metadata.ListEntry) string {
 	return e.Key
 }
 
-func (l *layer) refill(ctx context.Context, c *cursor, p listParams, page int) {
+// refill fetches the cursor's next page. Pages grow: a server whose page
+// ran dry before the listing was full was mostly sending entries the merge
+// dropped (tombstones, keys the other servers also hold), and a listing
+// through many deleted keys (DeleteBucket's emptiness check after a
+// recursive delete) would otherwise take one round trip per few entries.
+func (l *layer) refill(ctx context.Context, c *cursor, p listParams) {
 	entries, truncated, err := l.shards.List(ctx, c.addr, metadata.ListQuery{
-		Bucket: p.Bucket, Prefix: p.Prefix, Delimiter: p.Delimiter, After: c.after, Limit: page,
+		Bucket: p.Bucket, Prefix: p.Prefix, Delimiter: p.Delimiter, After: c.after, Limit: c.page,
 	})
+	c.page = min(c.page*4, maxListPage)
 	if err != nil {
 		c.err, c.more, c.buf = err, false, nil
 		return
@@ -73,13 +83,13 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 	if len(ids) == 0 {
 		return listResult{}, fmt.Errorf("%w: no live shard servers", errUnavailable)
 	}
-	page := min(max(p.Max+1, 100), 1000)
+	page := min(max(p.Max+1, 100), maxListPage)
 	cursors := make([]*cursor, len(ids))
 	var g errgroup.Group
 	for i, id := range ids {
-		c := &cursor{addr: addrs[id], after: p.After}
+		c := &cursor{addr: addrs[id], page: page, after: p.After}
 		cursors[i] = c
-		g.Go(func() error { l.refill(ctx, c, p, page); return nil })
+		g.Go(func() error { l.refill(ctx, c, p); return nil })
 	}
 	g.Wait()
 
@@ -99,16 +109,37 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 		}
 		return res, fmt.Errorf("%w: listing failed on %d of %d servers: %w", errUnavailable, failed, len(cursors), errors.Join(errs...))
 	}
+	// The servers that failed at the start count for no key; from here on
+	// every key is merged from the same servers.
+	var live []*cursor
+	for _, c := range cursors {
+		if c.err == nil {
+			live = append(live, c)
+		}
+	}
+	cursors = live
 	for {
 		// Refill the cursors that ran dry but have more, in parallel.
 		var wg sync.WaitGroup
 		for _, c := range cursors {
 			if len(c.buf) == 0 && c.more {
 				wg.Add(1)
-				go func() { defer wg.Done(); l.refill(ctx, c, p, page) }()
+				go func() { defer wg.Done(); l.refill(ctx, c, p) }()
 			}
 		}
 		wg.Wait()
+		// NB: a server that fails part-way cannot be left out of the rest
+		// of the merge: its copies of the keys after that point would no
+		// longer vote, while the servers with entries still buffered
+		// would, so a key's newest version (a tombstone) could lose to the
+		// older one it replaced and a deleted key come back; and when the
+		// deadline passes every cursor that needs a page fails at once.
+		// The listing fails instead, and the client retries.
+		for _, c := range cursors {
+			if c.err != nil {
+				return listResult{}, fmt.Errorf("%w: listing failed part-way on %s: %w", errUnavailable, c.addr, c.err)
+			}
+		}
 		name, found := "", false
 		for _, c := range cursors {
 			if len(c.buf) > 0 && (!found || entryName(c.buf[0]) < name) {

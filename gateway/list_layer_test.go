@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// listShards is a ShardAPI whose servers answer List from fixed entries
+// (sorted by key); a server in failFrom fails every List call after its
+// first failFrom ones. Other calls panic (nil embedded interface).
+type listShards struct {
+	ShardAPI
+	entries  map[string][]metadata.ListEntry // by server address
+	failFrom map[string]int
+
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (s *listShards) List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error) {
+	s.mu.Lock()
+	s.calls[addr]++
+	n := s.calls[addr]
+	s.mu.Unlock()
+	if f, ok := s.failFrom[addr]; ok && n > f {
+		return nil, false, fmt.Errorf("%s: %w", addr, context.DeadlineExceeded)
+	}
+	var out []metadata.ListEntry
+	for _, e := range s.entries[addr] {
+		if e.Key <= q.After || !strings.HasPrefix(e.Key, q.Prefix) {
+			continue
+		}
+		if len(out) == q.Limit {
+			return out, true, nil
+		}
+		out = append(out, e)
+	}
+	return out, false, nil
+}
+
+// listLayer is a layer over n shard servers s00.. answering from shards.
+func listLayer(n int, shards *listShards) *layer {
+	var members fakeMembers
+	for i := range n {
+		id := fmt.Sprintf("s%02d", i)
+		members = append(members, cluster.Member{ID: id, State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: id}})
+	}
+	shards.calls = map[string]int{}
+	return &layer{shards: shards, nodes: members}
+}
+
+// deletedKeys builds the servers' entries after keys were put on servers
+// s00..s08 (an rs-6-3 placement) and deleted while s07 and s08 were
+// flapping: the tombstone reached the write quorum s00..s06 (where the
+// object it replaced stays a previous version until confirmed), s07 and
+// s08 still hold the object.
+func deletedKeys(keys int) map[string][]metadata.ListEntry {
+	obj := metadata.Version{TS: 100, Writer: "gw"}
+	tomb := metadata.Version{TS: 200, Writer: "gw"}
+	out := map[string][]metadata.ListEntry{}
+	for i := range keys {
+		key := fmt.Sprintf("tree/file %05d", i)
+		live := metadata.ListEntry{Key: key, Version: obj, Size: 1, Code: "rs-6-3"}
+		for s := range 9 {
+			addr := fmt.Sprintf("s%02d", s)
+			e := live
+			if s < 7 {
+				e = metadata.ListEntry{Key: key, Version: tomb, Deleted: true, Code: "rs-6-3", Previous: []metadata.ListEntry{live}}
+			}
+			out[addr] = append(out[addr], e)
+		}
+	}
+	for _, es := range out {
+		sort.Slice(es, func(i, j int) bool { return es[i].Key < es[j].Key })
+	}
+	return out
+}
+
+func TestListHidesDeletedKeys(t *testing.T) {
+	shards := &listShards{entries: deletedKeys(3000)}
+	l := listLayer(12, shards)
+	res, err := l.list(context.Background(), listParams{Bucket: "b", Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 0 || res.Truncated {
+		t.Fatalf("listed %d deleted keys (truncated %v), want none", len(res.Objects), res.Truncated)
+	}
+	// DeleteBucket's emptiness check reads past every tombstone; pages
+	// grow, so that takes a few round trips per server, not one per 100.
+	for addr, n := range shards.calls {
+		if n > 6 {
+			t.Errorf("server %s answered %d list calls for 3000 tombstones", addr, n)
+		}
+	}
+}
+
+// A server that fails part-way (here: its context's deadline passed) must
+// fail the listing. Left out of the merge from there on, its tombstones
+// stop voting while s07 and s08 still vote for the object they replaced,
+// and a deleted key comes back: DeleteBucket answered BucketNotEmpty after
+// `s3cmd del --recursive` had deleted every key.
+func TestListFailsWhenAServerFailsPartWay(t *testing.T) {
+	shards := &listShards{entries: deletedKeys(3000), failFrom: map[string]int{"s00": 1, "s01": 1}}
+	l := listLayer(12, shards)
+	res, err := l.list(context.Background(), listParams{Bucket: "b", Max: 1})
+	if err == nil {
+		t.Fatalf("listing succeeded with %d keys %v; want an error", len(res.Objects), res.Objects)
+	}
+	if !errors.Is(err, errUnavailable) {
+		t.Fatalf("error %v, want errUnavailable (SlowDown)", err)
+	}
+}
+
+// Servers that fail from the start are left out of every key alike: a
+// minority of them does not fail the listing.
+func TestListToleratesServersFailingFromTheStart(t *testing.T) {
+	entries := deletedKeys(10)
+	entries["s00"] = append(entries["s00"], metadata.ListEntry{Key: "z", Version: metadata.Version{TS: 1, Writer: "gw"}})
+	for _, s := range []string{"s01", "s02", "s03", "s04", "s05", "s06", "s07"} {
+		entries[s] = append(entries[s], metadata.ListEntry{Key: "z", Version: metadata.Version{TS: 1, Writer: "gw"}})
+	}
+	shards := &listShards{entries: entries, failFrom: map[string]int{"s10": 0, "s11": 0}}
+	l := listLayer(12, shards)
+	res, err := l.list(context.Background(), listParams{Bucket: "b", Max: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || res.Objects[0].Key != "z" {
+		t.Fatalf("listed %v, want only z", res.Objects)
+	}
+}
