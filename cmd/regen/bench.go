@@ -10,14 +10,12 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -170,18 +168,18 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 	return nil
 }
 
-// benchCluster is the shard-server processes of one bench run.
+// benchCluster is the shard-server processes of one bench run. They are
+// started like regen dev's (devSupervisor): one that dies while coming up
+// (a port taken under load) is restarted on fresh ports.
 type benchCluster struct {
-	procs []*exec.Cmd
+	sup   *devSupervisor
 	nodes []repair.Node
+	pids  []int
 }
 
 func (bc *benchCluster) stop() {
-	for _, p := range bc.procs {
-		if p.ProcessState == nil {
-			p.Process.Kill()
-			p.Wait()
-		}
+	if bc.sup != nil {
+		bc.sup.stopAll()
 	}
 }
 
@@ -190,7 +188,7 @@ func startBenchCluster(ctx context.Context, dir string, n int, secret, limit str
 	if err != nil {
 		return nil, err
 	}
-	bc := &benchCluster{}
+	bc := &benchCluster{sup: &devSupervisor{ctx: ctx, self: self, stdout: os.Stderr, env: append(os.Environ(), "REGEN_CLUSTER_SECRET="+secret)}}
 	for i := range n {
 		d := filepath.Join(dir, fmt.Sprintf("shard-%02d", i))
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -200,39 +198,28 @@ func startBenchCluster(ctx context.Context, dir string, n int, secret, limit str
 		if err != nil {
 			return bc, err
 		}
-		addr, err1 := freePort()
-		gossip, err2 := freePort()
-		if err1 != nil || err2 != nil {
-			return bc, fmt.Errorf("no free port")
-		}
-		logf, err := os.Create(filepath.Join(d, "shard.log"))
-		if err != nil {
+		args := []string{"shard", "--data", d, "--gossip-profile", "local", "--net-limit", limit, "--log-level", "warn"}
+		if err := bc.sup.start(DevProcess{ID: id, Data: d}, args); err != nil {
 			return bc, err
 		}
-		cmd := exec.Command(self, "shard", "--data", d, "--listen", addr, "--gossip", gossip, "--gossip-profile", "local",
-			"--net-limit", limit, "--log-level", "warn")
-		cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+secret)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return bc, err
-		}
-		logf.Close()
-		bc.procs = append(bc.procs, cmd)
-		bc.nodes = append(bc.nodes, repair.Node{ID: id, Addr: addr})
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, nd := range bc.nodes {
-		for {
-			if _, err := client.Stats(ctx, nd.Addr); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				return bc, fmt.Errorf("shard server %s did not come up", nd.Addr)
-			}
-			time.Sleep(50 * time.Millisecond)
+	// NB: generous: on a loaded two-core machine 20 servers opening their
+	// pebble stores take a while.
+	deadline := time.Now().Add(90 * time.Second)
+	for i := 0; i < n; {
+		p := bc.sup.current()[i]
+		if _, err := client.Stats(ctx, p.Addr); err == nil {
+			i++
+			continue
 		}
+		if time.Now().After(deadline) {
+			return bc, fmt.Errorf("shard server %s did not come up; see %s", p.Addr, filepath.Join(p.Data, "shard.log"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, p := range bc.sup.started() {
+		bc.nodes = append(bc.nodes, repair.Node{ID: p.ID, Addr: p.Addr})
+		bc.pids = append(bc.pids, p.PID)
 	}
 	return bc, nil
 }
@@ -309,13 +296,12 @@ func benchOne(ctx context.Context, stdout io.Writer, dir string, c codec.Code, t
 	lost := make([]int, t)
 	for i := range t {
 		lost[i] = i
-		bc.procs[i].Process.Kill()
-		bc.procs[i].Wait()
+		bc.sup.kill(i)
 	}
 	shardSize := stripe.Geometry(c, chunk).ShardFileSize(partSize)
 	pids := make([]int, 0, n)
-	for i := t; i < len(bc.procs); i++ {
-		pids = append(pids, bc.procs[i].Process.Pid)
+	for i := t; i < len(bc.pids); i++ {
+		pids = append(pids, bc.pids[i])
 	}
 	// Idle CPU of the live servers (gossip, timers), subtracted from each
 	// measurement so CPU s/GB counts the repair's work only.

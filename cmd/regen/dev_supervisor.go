@@ -41,6 +41,7 @@ type devChild struct {
 	info   DevProcess
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
+	killed bool          // by kill: expected, not reported
 }
 
 // start launches one child; it keeps supervising it in the background.
@@ -95,7 +96,7 @@ func (s *devSupervisor) watch(c *devChild, args []string) {
 		s.mu.Unlock()
 		<-exited
 		s.mu.Lock()
-		ready, stopping := s.ready, s.stopping
+		ready, stopping := s.ready, s.stopping || c.killed
 		s.mu.Unlock()
 		if stopping || s.ctx.Err() != nil {
 			return
@@ -116,13 +117,34 @@ func (s *devSupervisor) watch(c *devChild, args []string) {
 // started marks the cluster as up and returns what runs now.
 func (s *devSupervisor) started() []DevProcess {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.ready = true
+	s.mu.Unlock()
+	return s.current()
+}
+
+// current returns the children as they run now (a restart changes a
+// child's PID and addresses).
+func (s *devSupervisor) current() []DevProcess {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := make([]DevProcess, len(s.procs))
 	for i, c := range s.procs {
 		out[i] = c.info
 	}
 	return out
+}
+
+// kill SIGKILLs child i on purpose (a benchmark's failure) and waits
+// until it is gone; it is not restarted and its exit is not reported.
+func (s *devSupervisor) kill(i int) {
+	s.mu.Lock()
+	s.ready = true
+	c := s.procs[i]
+	c.killed = true
+	cmd, exited := c.cmd, c.exited
+	s.mu.Unlock()
+	cmd.Process.Kill()
+	<-exited
 }
 
 // stopAll asks every child to stop and kills those that do not in time.
