@@ -21,6 +21,8 @@ BIG_MB=${BIG_MB:-1024}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/regen-clients.XXXXXX")
 DEV_PID=""
 FAILED=()
+PASSED=()
+SKIPPED=()
 
 cleanup() {
 	if [ -n "$DEV_PID" ] && kill -0 "$DEV_PID" 2>/dev/null; then
@@ -46,6 +48,7 @@ scenario() {
 	"$@" >"$out" 2>&1
 	if [ $? -eq 0 ]; then
 		log "PASS  $name ($((SECONDS - start))s)"
+		PASSED+=("$name")
 	else
 		log "FAIL  $name ($((SECONDS - start))s); last lines of its log:"
 		tail -25 "$out" | sed 's/^/      /' >&2
@@ -58,6 +61,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 missing() {
 	if [ "${ALLOW_MISSING:-0}" = 1 ]; then
 		log "SKIP  $1 (not installed)"
+		SKIPPED+=("$1")
 	else
 		log "FAIL  $1: not installed"
 		FAILED+=("$1")
@@ -256,6 +260,7 @@ for c in $CLIENTS; do
 	go)
 		if [ "${SKIP_GO_TESTS:-0}" = 1 ]; then
 			log "SKIP  go SDK tests (SKIP_GO_TESTS=1)"
+			SKIPPED+=(go)
 		else
 			scenario go go_scenario
 		fi
@@ -268,4 +273,4 @@ if [ ${#FAILED[@]} -gt 0 ]; then
 	log "client tests FAILED: ${FAILED[*]}"
 	exit 1
 fi
-log "client tests passed: $CLIENTS"
+log "client tests passed: ${PASSED[*]}${SKIPPED[*]:+ (skipped: ${SKIPPED[*]})} in ${SECONDS}s"
