@@ -579,6 +579,9 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 	switch {
 	case err == nil:
 		w.counts.Done++
+		if j.inPlace {
+			w.counts.InPlace++
+		}
 		w.counts.BytesMoved += res.BytesMoved
 		w.counts.ByMethod[string(res.Method)]++
 		delete(w.waiting, j.ref())

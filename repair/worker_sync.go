@@ -2,13 +2,16 @@ package repair
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -52,15 +55,18 @@ func (w *Worker) runSync(ctx context.Context) {
 	}
 }
 
-// confirmedNewer returns the newest version of m's key, newer than m, that
-// a write quorum of servers hold as current; nil if there is none. Taking
-// any newer version a single peer holds would spread a write that failed
-// (and that its servers will roll back) over the whole placement, and
-// readers would then choose a version whose shards do not exist.
-func (w *Worker) confirmedNewer(ctx context.Context, v nodeView, m *metadata.Manifest, quorums *quorumCache) *metadata.Manifest {
-	votes := map[metadata.Version]int{}
-	seen := map[metadata.Version]*metadata.Manifest{m.Version: m}
-	votes[m.Version]++ // this server
+// peerAnswer is what one live placement peer said about a key: its
+// current manifest, or nil when it has none.
+type peerAnswer struct {
+	id   string
+	addr string
+	cur  *metadata.Manifest
+}
+
+// askPeers asks the live placement peers of m for their current manifest
+// of m's key. Peers that do not answer are left out.
+func (w *Worker) askPeers(ctx context.Context, v nodeView, m *metadata.Manifest) []peerAnswer {
+	var out []peerAnswer
 	for _, id := range m.Placement {
 		ni := v.nodes[id]
 		if id == v.self || !ni.Live {
@@ -69,12 +75,32 @@ func (w *Worker) confirmedNewer(ctx context.Context, v nodeView, m *metadata.Man
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		cur, err := w.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, shardrpc.ErrNotFound):
+			out = append(out, peerAnswer{id: id, addr: ni.Addr})
+		case err == nil:
+			out = append(out, peerAnswer{id: id, addr: ni.Addr, cur: cur})
+		}
+	}
+	return out
+}
+
+// confirmedNewer returns the newest version of m's key, newer than m, that
+// a write quorum of servers hold as current; nil if there is none. Taking
+// any newer version a single peer holds would spread a write that failed
+// (and that its servers will roll back) over the whole placement, and
+// readers would then choose a version whose shards do not exist.
+func confirmedNewer(m *metadata.Manifest, answers []peerAnswer, quorums *quorumCache) *metadata.Manifest {
+	votes := map[metadata.Version]int{}
+	seen := map[metadata.Version]*metadata.Manifest{m.Version: m}
+	votes[m.Version]++ // this server
+	for _, a := range answers {
+		if a.cur == nil {
 			continue
 		}
-		votes[cur.Version]++
-		if _, ok := seen[cur.Version]; !ok {
-			seen[cur.Version] = cur
+		votes[a.cur.Version]++
+		if _, ok := seen[a.cur.Version]; !ok {
+			seen[a.cur.Version] = a.cur
 		}
 	}
 	var best *metadata.Manifest
@@ -87,6 +113,72 @@ func (w *Worker) confirmedNewer(ctx context.Context, v nodeView, m *metadata.Man
 		}
 	}
 	return best
+}
+
+// healMissed gives the live placement peers that missed m (they hold no
+// manifest of its key, or an older one) the manifest, and queues the
+// in-place rebuild of the shards of m they lack. A write made while a
+// server was down but not yet known to be (so it was placed there), or
+// that failed on one server, leaves the object a shard short although
+// every server is live: no scan finds it, and the server's own scrubber
+// cannot, since it never got the manifest.
+//
+// Only m confirmed by a write quorum is handed on, so a failed write is
+// never spread; and only the first server of the placement holding m
+// does it, so the peers get it once. It returns how many peers it gave
+// the manifest.
+func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifest, answers []peerAnswer, quorums *quorumCache) int {
+	holders := 1 // this server
+	var behind []peerAnswer
+	for _, a := range answers {
+		switch {
+		case a.cur != nil && a.cur.Version == m.Version:
+			holders++
+		case a.cur == nil || a.cur.Version.Less(m.Version):
+			behind = append(behind, a)
+		}
+	}
+	if len(behind) == 0 || holders < quorums.get(m) {
+		return 0
+	}
+	for _, id := range m.Placement {
+		if id == v.self {
+			break
+		}
+		if slices.ContainsFunc(answers, func(a peerAnswer) bool { return a.id == id && a.cur != nil && a.cur.Version == m.Version }) {
+			return 0 // an earlier holder does it
+		}
+	}
+	var lost []int
+	given := 0
+	for _, a := range behind {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		stored, _, err := w.shards.PutManifest(cctx, a.addr, m)
+		cancel()
+		if err != nil {
+			w.log.Warn("manifest sync: give a peer a manifest it missed", "object", m.Bucket+"/"+m.Key, "node", a.id, "err", err)
+			continue
+		}
+		if !stored {
+			continue // it got something newer meanwhile
+		}
+		given++
+		idx := slices.Index(m.Placement, a.id)
+		for _, p := range m.Parts {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			info, err := w.shards.StatShard(cctx, a.addr, p.ID, idx)
+			cancel()
+			if errors.Is(err, shardrpc.ErrNotFound) || err == nil && info.CRC != p.ShardCRC[idx] {
+				lost = append(lost, idx)
+				break
+			}
+		}
+	}
+	if len(lost) > 0 {
+		w.log.Info("manifest sync: rebuilding shards peers missed", "object", m.Bucket+"/"+m.Key, "version", m.Version, "lost", lost)
+		w.enqueue(&job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, inPlace: true, prio: len(lost)})
+	}
+	return given
 }
 
 // quorumCache remembers the write quorum (k+1) of each code name.
@@ -133,15 +225,22 @@ func (w *Worker) syncManifests(ctx context.Context) (int, error) {
 	type upd struct{ m *metadata.Manifest }
 	results := make(chan upd, len(local))
 	quorums := newQuorumCache()
+	var healed atomic.Int64
 	for _, m := range local {
 		g.Go(func() error {
-			if best := w.confirmedNewer(ctx, v, m, quorums); best != nil {
+			answers := w.askPeers(ctx, v, m)
+			if best := confirmedNewer(m, answers, quorums); best != nil {
 				results <- upd{best}
+			} else {
+				healed.Add(int64(w.healMissed(ctx, v, m, answers, quorums)))
 			}
 			return nil
 		})
 	}
 	g.Wait()
+	if n := healed.Load(); n > 0 {
+		w.log.Info("manifest sync: gave peers manifests they missed", "manifests", n)
+	}
 	close(results)
 	for u := range results {
 		if _, _, err := w.shards.PutManifest(ctx, self.Addr, u.m); err != nil {

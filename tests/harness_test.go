@@ -246,3 +246,51 @@ func (d *devCluster) deadShards(t testing.TB) int {
 	}
 	return dead
 }
+
+// shardArgs returns the command line shard server i was started with
+// (Linux: from /proc), so it can be started again exactly as dev did.
+func (d *devCluster) shardArgs(i int) []string {
+	d.t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", d.info.Shards[i].PID))
+	if err != nil {
+		d.t.Fatalf("command line of shard %d: %v", i, err)
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if len(args) < 2 || args[1] != "shard" {
+		d.t.Fatalf("shard %d runs %q, not a shard server", i, args)
+	}
+	return args[1:]
+}
+
+// restartShard starts shard server i again with args (from shardArgs):
+// the same data directory, node ID and ports, as after a reboot. The
+// restarted process is not regen dev's child; it is killed when the test
+// ends.
+func (d *devCluster) restartShard(i int, args []string) {
+	d.t.Helper()
+	s := &d.info.Shards[i]
+	// The killed process must have let go of its ports.
+	waitFor(d.t, 10*time.Second, fmt.Sprintf("shard %d's port %s to be free", i, s.Addr), func() bool {
+		ln, err := net.Listen("tcp", s.Addr)
+		if err != nil {
+			return false
+		}
+		ln.Close()
+		return true
+	})
+	logf, err := os.OpenFile(filepath.Join(s.Data, "shard.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	cmd := exec.Command(regenBin, args...)
+	cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+d.info.Secret)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		d.t.Fatalf("restart shard %d: %v", i, err)
+	}
+	go func() { cmd.Wait(); logf.Close() }()
+	s.PID = cmd.Process.Pid // d.stop kills it with the others
+	d.t.Cleanup(func() { cmd.Process.Kill() })
+}

@@ -147,6 +147,15 @@ func (l *lifecycle) waitRepaired(t *testing.T, timeout time.Duration) {
 // manifest returns the newest manifest of o over the live servers.
 func (l *lifecycle) manifest(t *testing.T, o lifeObj) *metadata.Manifest {
 	t.Helper()
+	m, err := l.newest(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// newest returns the newest manifest of o over the live servers.
+func (l *lifecycle) newest(o lifeObj) (*metadata.Manifest, error) {
 	var best *metadata.Manifest
 	for i, s := range l.d.info.Shards {
 		if l.dead[i] {
@@ -157,44 +166,66 @@ func (l *lifecycle) manifest(t *testing.T, o lifeObj) *metadata.Manifest {
 			continue
 		}
 		if err != nil {
-			t.Fatalf("manifest of %s/%s on shard %d: %v", o.bucket, o.key, i, err)
+			return nil, fmt.Errorf("manifest of %s/%s on shard %d: %w", o.bucket, o.key, i, err)
 		}
 		if best == nil || best.Version.Less(m.Version) {
 			best = m
 		}
 	}
 	if best == nil {
-		t.Fatalf("no live server has a manifest of %s/%s", o.bucket, o.key)
+		return nil, fmt.Errorf("no live server has a manifest of %s/%s", o.bucket, o.key)
 	}
-	return best
+	return best, nil
 }
 
 // checkPlacement verifies that every object has all n shards on live
 // servers, each with the size and CRC its manifest records.
 func (l *lifecycle) checkPlacement(t *testing.T) {
 	t.Helper()
-	addr := map[string]int{}
+	if err := l.placementErr(false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// placementErr is checkPlacement's verdict; withManifests also requires
+// every placement server to hold the object's newest manifest.
+func (l *lifecycle) placementErr(withManifests bool) error {
+	index := map[string]int{}
 	for i, s := range l.d.info.Shards {
-		addr[s.ID] = i
+		index[s.ID] = i
 	}
 	for _, o := range l.objects() {
-		m := l.manifest(t, o)
+		m, err := l.newest(o)
+		if err != nil {
+			return err
+		}
 		for idx, id := range m.Placement {
-			i, ok := addr[id]
+			i, ok := index[id]
 			if !ok || l.dead[i] {
-				t.Fatalf("%s/%s: shard %d placed on dead or unknown server %s", o.bucket, o.key, idx, id)
+				return fmt.Errorf("%s/%s: shard %d placed on dead or unknown server %s", o.bucket, o.key, idx, id)
+			}
+			addr := l.d.info.Shards[i].Addr
+			if withManifests {
+				cur, err := l.sc.GetManifest(context.Background(), addr, o.bucket, o.key)
+				if err != nil {
+					return fmt.Errorf("%s/%s: manifest on server %d: %w", o.bucket, o.key, i, err)
+				}
+				if cur.Version != m.Version {
+					return fmt.Errorf("%s/%s: server %d holds version %s, not %s", o.bucket, o.key, i, cur.Version, m.Version)
+				}
 			}
 			for _, p := range m.Parts {
-				info, err := l.sc.StatShard(context.Background(), l.d.info.Shards[i].Addr, p.ID, idx)
+				info, err := l.sc.StatShard(context.Background(), addr, p.ID, idx)
 				if err != nil {
-					t.Fatalf("%s/%s: shard %d on server %d: %v", o.bucket, o.key, idx, i, err)
+					return fmt.Errorf("%s/%s: shard %d on server %d: %w", o.bucket, o.key, idx, i, err)
 				}
 				if info.CRC != p.ShardCRC[idx] {
-					t.Fatalf("%s/%s: shard %d on server %d: CRC %08x, manifest says %08x", o.bucket, o.key, idx, i, info.CRC, p.ShardCRC[idx])
+					return fmt.Errorf("%s/%s: shard %d on server %d: CRC %08x, manifest says %08x", o.bucket, o.key, idx, i, info.CRC, p.ShardCRC[idx])
 				}
 			}
 		}
 	}
+	return nil
 }
 
 func (l *lifecycle) kill(t *testing.T, i int) {

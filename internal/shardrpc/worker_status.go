@@ -50,9 +50,13 @@ type StripeCounts struct {
 
 // RepairCounts count repair jobs (one per object version) since start.
 type RepairCounts struct {
-	Queued     int64            `json:"queued"`
-	Running    int64            `json:"running"`
-	Done       int64            `json:"done"`
+	Queued  int64 `json:"queued"`
+	Running int64 `json:"running"`
+	Done    int64 `json:"done"`
+	// InPlace of the done jobs rebuilt shards onto the very servers that
+	// should hold them (a scrub finding, a write a server missed): they
+	// healed a placement rather than moved shards off a lost server.
+	InPlace    int64            `json:"in_place"`
 	Failed     int64            `json:"failed"`
 	BytesMoved int64            `json:"bytes_moved"`
 	ByMethod   map[string]int64 `json:"by_method"`
