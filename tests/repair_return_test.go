@@ -91,6 +91,24 @@ func (l *lifecycle) waitWhole(t *testing.T, timeout time.Duration) {
 	}
 }
 
+// waitDownSeen waits until every live repair worker has counted node id
+// down in a scan, so that "nothing degraded" includes its shards.
+func (l *lifecycle) waitDownSeen(t *testing.T, id string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "every worker to count server "+id+" down", func() bool {
+		for i, s := range l.d.info.Shards {
+			if l.dead[i] {
+				continue
+			}
+			st, err := l.sc.RepairStatus(context.Background(), s.Addr)
+			if err != nil || !slices.Contains(st.Stripes.DownSeen, id) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // serverIndex maps node IDs to dev.json's shard indexes.
 func (l *lifecycle) serverIndex() map[string]int {
 	out := map[string]int{}
@@ -211,4 +229,211 @@ func TestRepairServerBackWithinGrace(t *testing.T) {
 		t.Errorf("server %d still has deleted %s/%s: %v", x, gone.bucket, gone.key, err)
 	}
 	l.readAll(t, "after the server came back", 1)
+}
+
+// A shard server that comes back after the repair grace finds its shards
+// rebuilt elsewhere. It learns which (the newer manifests that no longer
+// place it) and drops exactly those, and only once the new copies are
+// durable: at every moment each object has all n verified shards on the
+// servers its manifest names.
+func TestRepairServerBackAfterGrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	d := startDev(t, "--repair-grace", "3s", "--gc-delay", "2s")
+	l := newLifecycle(t, d)
+	l.fill(t, 3, []int64{1000, 200 << 10, 1<<20 + 7})
+	l.waitRepaired(t, 30*time.Second)
+
+	const x = 5
+	xID, xAddr := d.info.Shards[x].ID, d.info.Shards[x].Addr
+	type ref struct {
+		file string
+		idx  int
+	}
+	var held []ref // x's shard files
+	for _, o := range l.objects() {
+		m := l.manifest(t, o)
+		if idx := slices.Index(m.Placement, xID); idx >= 0 {
+			for _, p := range m.Parts {
+				held = append(held, ref{p.ID, idx})
+			}
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("server %d holds no shards", x)
+	}
+	args := d.shardArgs(x)
+	l.kill(t, x)
+	waitFor(t, 20*time.Second, "the gateway to see the server dead", func() bool { return d.deadShards(t) == 1 })
+	l.waitRepaired(t, 60*time.Second)
+	l.checkPlacement(t) // nothing placed on x any more
+
+	d.restartShard(x, args)
+	delete(l.dead, x)
+	waitFor(t, 20*time.Second, "the gateway to see the server back", func() bool { return d.deadShards(t) == 0 })
+	back := time.Now()
+
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		// The rebuilt copies stay whole whatever x has dropped so far.
+		if err := l.placementErr(true); err != nil {
+			t.Fatalf("with server %d back: %v", x, err)
+		}
+		var kept []ref
+		for _, r := range held {
+			_, err := l.sc.StatShard(context.Background(), xAddr, r.file, r.idx)
+			switch {
+			case errors.Is(err, shardrpc.ErrNotFound):
+			case err != nil:
+				t.Fatalf("stat %s.%d on server %d: %v", r.file, r.idx, x, err)
+			default:
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %d still holds %d of its %d shards that were rebuilt elsewhere, e.g. %v", x, len(kept), len(held), kept[0])
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("server %d dropped its %d rebuilt shards %s after it came back", x, len(held), time.Since(back).Round(100*time.Millisecond))
+
+	st, err := l.sc.Stats(context.Background(), xAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Shards != 0 {
+		t.Errorf("server %d holds %d shard files, want none", x, st.Shards)
+	}
+	// It knows why: its manifests are the repaired versions.
+	for _, o := range l.objects() {
+		m := l.manifest(t, o)
+		mx, err := l.sc.GetManifest(context.Background(), xAddr, o.bucket, o.key)
+		if errors.Is(err, shardrpc.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mx.Version != m.Version {
+			t.Errorf("%s/%s: server %d holds version %s, the cluster %s", o.bucket, o.key, x, mx.Version, m.Version)
+		}
+	}
+	l.readAll(t, "after the server came back", 1)
+}
+
+// A second server dies while the repair of a first one runs (slowed by
+// --repair-rate): one that already took rebuilt shards and serves as
+// helper and destination of the rest. The groups it touches are planned
+// again, with the membership of the moment: those rebuilt onto it are
+// repaired a second time, the others lose both shards at once. The
+// repair completes without a failed job, and every object reads
+// byte-exact with all n shards verified on live servers.
+func TestRepairSecondFailureDuringRepair(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	d := startDev(t, "--repair-grace", "2s", "--repair-rate", "2000000", "--gc-delay", "2s")
+	l := newLifecycle(t, d)
+	l.fill(t, 6, []int64{1<<20 + 7, 600 << 10, 2000})
+	l.waitRepaired(t, 30*time.Second)
+	index := l.serverIndex()
+	before := map[string]*metadata.Manifest{}
+	for _, o := range l.objects() {
+		before[o.bucket+"/"+o.key] = l.manifest(t, o)
+	}
+
+	const a = 2
+	aID := d.info.Shards[a].ID
+	l.kill(t, a)
+	killed := time.Now()
+
+	// The moment a first repair lands, kill a server it rebuilt onto: the
+	// other servers' first repairs are running then, with it as helper or
+	// destination.
+	b := -1
+	waitFor(t, 60*time.Second, "a first repair", func() bool {
+		for i, s := range d.info.Shards {
+			if l.dead[i] {
+				continue
+			}
+			st, err := l.sc.RepairStatus(context.Background(), s.Addr)
+			if err != nil {
+				continue
+			}
+			for _, e := range st.Recent {
+				bucket, key, _ := strings.Cut(e.Object, "/")
+				m, err := l.sc.GetManifest(context.Background(), s.Addr, bucket, key)
+				if e.Err != "" || err != nil {
+					continue
+				}
+				for _, id := range m.Placement {
+					if !slices.Contains(before[e.Object].Placement, id) {
+						b = index[id]
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	bID := d.info.Shards[b].ID
+	degraded, _, _ := repairTotals(t, d, l.dead)
+	if degraded == 0 {
+		t.Fatalf("the repair of server %d finished in %s, before a second failure could hit it; slow it down", a, time.Since(killed))
+	}
+	l.kill(t, b)
+	t.Logf("killed server %d %s after server %d, with %d groups still degraded", b, time.Since(killed).Round(100*time.Millisecond), a, degraded)
+	switched := map[string]metadata.Version{} // rebuilt onto b: object -> version
+	for _, o := range l.objects() {
+		if m := l.manifest(t, o); slices.Contains(m.Placement, bID) && !slices.Contains(before[o.bucket+"/"+o.key].Placement, bID) {
+			switched[o.bucket+"/"+o.key] = m.Version
+		}
+	}
+	t.Logf("%d objects had shards rebuilt on it", len(switched))
+	both := 0
+	for _, o := range l.objects() {
+		if m := l.manifest(t, o); slices.Contains(m.Placement, aID) && slices.Contains(m.Placement, bID) {
+			both++
+		}
+	}
+	t.Logf("%d objects lost shards on both servers", both)
+	l.readAll(t, "with both servers dead", 2)
+
+	l.waitDownSeen(t, bID)
+	l.waitRepaired(t, 80*time.Second)
+	t.Logf("repaired %s after the first kill", time.Since(killed).Round(100*time.Millisecond))
+	// Repairs in flight when b died failed on it and ran again, planned
+	// with the membership of the moment.
+	hit := 0
+	for i, s := range d.info.Shards {
+		if l.dead[i] {
+			continue
+		}
+		st, err := l.sc.RepairStatus(context.Background(), s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Recent {
+			if strings.Contains(e.Err, bID) {
+				hit++
+			}
+		}
+	}
+	t.Logf("%d repair attempts failed on server %d and were planned again", hit, b)
+	if hit == 0 {
+		t.Errorf("no repair attempt involved server %d when it died: the test did not exercise a failure during repair", b)
+	}
+	l.checkPlacement(t)
+	for ref, v := range switched {
+		bucket, key, _ := strings.Cut(ref, "/")
+		m := l.manifest(t, lifeObj{bucket: bucket, key: key})
+		if !v.Less(m.Version) || slices.Contains(m.Placement, bID) {
+			t.Errorf("%s: repaired onto server %d at %s, not again after it died (now %s on %v)", ref, b, v, m.Version, m.Placement)
+		}
+	}
+	l.readAll(t, "after the repair", 1)
 }
