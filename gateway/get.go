@@ -217,7 +217,10 @@ func (g *Gateway) readParts(ctx context.Context, m *metadata.Manifest, code code
 			err := stripe.Read(ctx, g.layer.shards, stripe.ReadParams{
 				Code: code, ChunkSize: m.ChunkSize, FileID: p.ID, Size: p.Size,
 				Targets: targets, ShardTimeout: g.cfg.ShardTimeout,
-				OnDegraded: func([]int) { g.metrics.degraded.Inc() },
+				OnDegraded: func(d stripe.Degraded) {
+					g.metrics.degraded.Inc()
+					g.metrics.degradedBytes.WithLabelValues(d.Method).Add(float64(d.Bytes))
+				},
 			}, from, to-from, w)
 			if err != nil {
 				return fmt.Errorf("part %d: %w", p.Number, err)

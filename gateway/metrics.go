@@ -13,6 +13,9 @@ type metrics struct {
 	bytesIn  prometheus.Counter
 	bytesOut prometheus.Counter
 	degraded prometheus.Counter
+	// degradedBytes are the shard bytes degraded stripe reads fetched, by
+	// method (stripe.MethodDecode, stripe.MethodMSR).
+	degradedBytes *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -26,10 +29,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"op"}),
 		bytesIn:  prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_s3_bytes_in_total", Help: "Object bytes received."}),
 		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_s3_bytes_out_total", Help: "Object bytes sent."}),
-		degraded: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_degraded_stripe_reads_total", Help: "Stripes read by decoding because shards were missing, slow or corrupt."}),
+		degraded: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_degraded_stripe_reads_total", Help: "Stripes read without a shard their range needed (decoded, or rebuilt like a repair) because it was missing, slow or corrupt."}),
+		degradedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regen_degraded_read_bytes_total",
+			Help: "Shard bytes fetched to read stripes whose needed shards were missing, slow or corrupt, by method: decode (k chunks) or msr (repair sub-chunks of the other shards).",
+		}, []string{"method"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.degraded)
+		reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.degraded, m.degradedBytes)
 	}
 	return m
 }

@@ -168,19 +168,24 @@ type unit struct{ off, n int64 }
 // regardless of stripes. Vector codes combine whole chunks (their
 // sub-chunks are spread over the chunk), so a slice is one stripe's chunk.
 func (g *group) units(sru int) []unit {
+	return g.stripeUnits(sru, 0, g.geo.Stripes(g.PartSize))
+}
+
+// stripeUnits is units for stripes [first, first+count) only.
+func (g *group) stripeUnits(sru int, first, count int64) []unit {
 	var us []unit
-	if g.code.SubChunks() == 1 {
-		step := int64(sru)
-		for off := int64(0); off < g.size; off += step {
-			us = append(us, unit{off, min(step, g.size-off)})
-		}
-		return us
-	}
-	off := int64(0)
-	for st := range g.geo.Stripes(g.PartSize) {
+	off, end := first*g.ChunkSize, first*g.ChunkSize
+	for st := first; st < first+count; st++ {
 		c, _ := g.geo.Chunk(g.PartSize, st)
-		us = append(us, unit{off, c})
-		off += c
+		if g.code.SubChunks() > 1 {
+			us = append(us, unit{end, c})
+		}
+		end += c
+	}
+	if g.code.SubChunks() == 1 {
+		for step := int64(sru); off < end; off += step {
+			us = append(us, unit{off, min(step, end-off)})
+		}
 	}
 	return us
 }

@@ -92,7 +92,7 @@ func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrp
 			// NB: the relayer holds a helper shard itself (a survivor as
 			// relayer): produce locally, no network.
 			pr, pw := io.Pipe()
-			go func() { pw.CloseWithError(errOr(s.helperStream(ctx, g, plan, t, pw), io.EOF)) }()
+			go func() { pw.CloseWithError(errOr(s.helperStream(ctx, g, plan, t, g.units(MaxSRU), pw), io.EOF)) }()
 			h.stream = pr
 			continue
 		}
@@ -194,6 +194,15 @@ func (s *Server) repairHelper(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: shard %d sends nothing for failures %v", shardrpc.ErrBadRequest, req.Idx, req.Lost))
 		return
 	}
+	// A gateway's degraded read asks for a few stripes; a repair for all.
+	units, method := g.units(MaxSRU), "core"
+	if req.Count > 0 {
+		if req.First < 0 || req.First+req.Count > g.geo.Stripes(g.PartSize) {
+			s.fail(w, r, fmt.Errorf("%w: stripes %d+%d outside the group's %d", shardrpc.ErrBadRequest, req.First, req.Count, g.geo.Stripes(g.PartSize)))
+			return
+		}
+		units, method = g.stripeUnits(MaxSRU, req.First, req.Count), "read"
+	}
 	// NB: open the shard before any header goes out, so a missing shard is
 	// a clean 404.
 	if _, err := s.shards.stat(g.FileID, req.Idx); err != nil {
@@ -201,7 +210,7 @@ func (s *Server) repairHelper(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	total := int64(0)
-	for _, u := range g.units(MaxSRU) {
+	for _, u := range units {
 		total += int64(task.OutputLen(plan.SubChunks, int(u.n)))
 	}
 	h := w.Header()
@@ -210,8 +219,8 @@ func (s *Server) repairHelper(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	cw := &countWriter{w: w}
-	err = s.helperStream(r.Context(), g, plan, task, cw)
-	s.rep.sent.WithLabelValues("core").Add(float64(cw.n))
+	err = s.helperStream(r.Context(), g, plan, task, units, cw)
+	s.rep.sent.WithLabelValues(method).Add(float64(cw.n))
 	if err != nil {
 		s.log.Error("repair helper failed mid-stream", "file", g.FileID, "idx", req.Idx, "err", err)
 		h.Set(shardrpc.TrailerError, "io")
@@ -229,17 +238,16 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// helperStream writes task's output for every stripe of g to w. Runs of
-// raw sub-chunks are read straight from disk (optimal access: a Clay
-// helper reads only what it sends); dot products read the whole chunk.
-// Reading the next stripe overlaps sending this one.
-func (s *Server) helperStream(ctx context.Context, g *group, plan *codec.Plan, task *codec.HelperTask, w io.Writer) error {
+// helperStream writes task's output for the stripes of units (of g) to w.
+// Runs of raw sub-chunks are read straight from disk (optimal access: a
+// Clay helper reads only what it sends); dot products read the whole
+// chunk. Reading the next stripe overlaps sending this one.
+func (s *Server) helperStream(ctx context.Context, g *group, plan *codec.Plan, task *codec.HelperTask, units []unit, w io.Writer) error {
 	ls, err := s.openLocal(g.FileID, task.Shard, g.size)
 	if err != nil {
 		return err
 	}
 	defer ls.Close()
-	units := g.units(MaxSRU)
 	chunk := maxUnit(units)
 	alpha := plan.SubChunks
 	type slot struct{ in, out []byte }

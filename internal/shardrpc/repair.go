@@ -22,6 +22,8 @@ import (
 //     by stripe, what this helper sends for the failure set: raw sub-chunk
 //     runs (Clay), dot products (PM) or whole chunks (conventional plans).
 //     Errors after the first byte arrive in TrailerError, as for shard GETs.
+//     Gateways ask it too, for a few stripes, to read a lost shard's bytes
+//     at repair bandwidth (degraded reads of regenerating codes).
 //   - POST PathRepairPush (PUSH hop): HeaderRepairSpec carries the JSON
 //     PushRequest; the body is the stream of partial slices from the
 //     previous hop (empty for the first). The hop adds its coefficient
@@ -106,11 +108,15 @@ type CoreRequest struct {
 }
 
 // HelperRequest asks a helper for its repair encoding of shard Idx for the
-// failure set Lost, every stripe of the group back to back.
+// failure set Lost, every stripe of the group back to back; or, when Count
+// is set, only stripes [First, First+Count) (a degraded read rebuilding a
+// lost shard's chunks where the range needs them).
 type HelperRequest struct {
 	RepairGroup
-	Lost []int `json:"lost"`
-	Idx  int   `json:"idx"`
+	Lost  []int `json:"lost"`
+	Idx   int   `json:"idx"`
+	First int64 `json:"first,omitempty"`
+	Count int64 `json:"count,omitempty"`
 }
 
 // PushRequest describes a PUSH chain and the receiving hop's place in it.

@@ -32,9 +32,10 @@ type ReadParams struct {
 	// latency seen so far, within MinHedgeDelay..MaxHedgeDelay; before any
 	// shard arrived, MaxHedgeDelay); negative turns hedging off.
 	HedgeDelay time.Duration
-	// OnDegraded, if set, is called once per stripe that needed decoding,
-	// with the shard indexes that could not be read.
-	OnDegraded func(bad []int)
+	// OnDegraded, if set, is called once per stripe whose range needed a
+	// shard that could not be read: how it was read instead, and the bytes
+	// that took. Stripes are fetched concurrently, and so are the calls.
+	OnDegraded func(Degraded)
 }
 
 // Bounds of the adaptive hedge delay. The floor keeps a fast cluster
@@ -49,7 +50,9 @@ const (
 // only the data shards covering the range when they are healthy, and
 // decodes from any k shards when some are missing, unreachable, slow or
 // fail their checksums. Shards that fail once are not asked again during
-// this call.
+// this call. For a regenerating code whose range needs a shard already
+// known lost, a stripe is read like a repair instead (MethodMSR) when that
+// moves fewer bytes than decoding.
 func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w io.Writer) error {
 	if off < 0 || length < 0 || off+length > p.Size {
 		return fmt.Errorf("stripe: range %d+%d outside %d bytes", off, length, p.Size)
@@ -190,6 +193,18 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 	if r.p.Code.SubChunks() > 1 || r.p.Code.ShardMultiple() > 1 {
 		lo, hi = 0, chunk
 	}
+	var wasted int64 // bytes of an MSR read that failed
+	if m, ok := r.planMSR(chunk, a, b, need); ok {
+		out, moved, err := r.fetchMSR(ctx, m, s, chunk, a, b)
+		if err == nil {
+			r.degraded(MethodMSR, moved)
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		wasted = moved // the failed shards are marked bad: decode around them
+	}
 	cols := make([][]byte, n)
 	fetched, err := r.gather(ctx, s, base, lo, hi, need, cols)
 	if err != nil {
@@ -211,18 +226,10 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 			r.mu.Unlock()
 			return nil, &QuorumError{Op: "read", Want: k, Got: fetched, Errs: errs}
 		}
-		var bad []int
-		for i := range n {
-			if r.isBad(i) {
-				bad = append(bad, i)
-			}
-		}
 		if err := r.p.Code.ReconstructSome(cols, need); err != nil {
 			return nil, fmt.Errorf("stripe: decode stripe %d: %w", s, err)
 		}
-		if r.p.OnDegraded != nil {
-			r.p.OnDegraded(bad)
-		}
+		r.degraded(MethodDecode, wasted+int64(fetched)*(hi-lo))
 	}
 	out := make([]byte, 0, b-a)
 	for i := a / chunk; i <= (b-1)/chunk; i++ {
@@ -231,6 +238,20 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 		out = append(out, cols[i][from-lo:to-lo]...)
 	}
 	return out, nil
+}
+
+// degraded reports a stripe read without some of its needed shards.
+func (r *reader) degraded(method string, bytes int64) {
+	if r.p.OnDegraded == nil {
+		return
+	}
+	d := Degraded{Method: method, Bytes: bytes}
+	for i := range r.p.Code.TotalShards() {
+		if r.isBad(i) {
+			d.Bad = append(d.Bad, i)
+		}
+	}
+	r.p.OnDegraded(d)
 }
 
 // gather reads columns [lo, hi) of stripe s into cols until either
