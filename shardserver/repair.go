@@ -173,19 +173,19 @@ func (g *group) units(sru int) []unit {
 
 // stripeUnits is units for stripes [first, first+count) only.
 func (g *group) stripeUnits(sru int, first, count int64) []unit {
-	var us []unit
-	off, end := first*g.ChunkSize, first*g.ChunkSize
+	var chunks []unit // the stripes' chunks, at the same offset in every shard file
+	off := first * g.ChunkSize
 	for st := first; st < first+count; st++ {
 		c, _ := g.geo.Chunk(g.PartSize, st)
-		if g.code.SubChunks() > 1 {
-			us = append(us, unit{end, c})
-		}
-		end += c
+		chunks = append(chunks, unit{off, c})
+		off += c
 	}
-	if g.code.SubChunks() == 1 {
-		for step := int64(sru); off < end; off += step {
-			us = append(us, unit{off, min(step, end-off)})
-		}
+	if g.code.SubChunks() > 1 || len(chunks) == 0 {
+		return chunks
+	}
+	var us []unit
+	for o := chunks[0].off; o < off; o += int64(sru) {
+		us = append(us, unit{o, min(int64(sru), off-o)})
 	}
 	return us
 }

@@ -43,19 +43,13 @@ type Helpers interface {
 	RepairHelper(ctx context.Context, addr string, req shardrpc.HelperRequest) (io.ReadCloser, error)
 }
 
-// msrRead is a planned MSR read of one stripe.
-type msrRead struct {
-	plan  *codec.Plan
-	bytes int64 // what it moves
-}
-
-// planMSR decides whether stripe s's range [a, b) is cheaper to read by
-// rebuilding its lost data chunks from repair sub-chunks than by decoding
-// from k whole chunks, and returns the plan if so. It needs a
-// regenerating code with sub-chunks, a shard client that serves helper
-// encodings, and at least one needed data shard known bad; the plan
-// rebuilds every bad shard (its helpers are all the others).
-func (r *reader) planMSR(chunk, a, b int64, need []bool) (*msrRead, bool) {
+// planMSR decides whether the range [a, b) of a stripe with chunks of
+// chunk bytes is cheaper to read by rebuilding its lost data chunks from
+// repair sub-chunks than by decoding from k whole chunks, and returns the
+// repair plan if so. It needs a regenerating code with sub-chunks, a shard
+// client that serves helper encodings, and a needed data shard known bad;
+// the plan rebuilds every bad shard from all the others.
+func (r *reader) planMSR(chunk, a, b int64, need []bool) (*codec.Plan, bool) {
 	code, ok := r.p.Code.(codec.Regenerating)
 	if !ok || code.SubChunks() <= 1 {
 		return nil, false
@@ -77,7 +71,7 @@ func (r *reader) planMSR(chunk, a, b int64, need []bool) (*msrRead, bool) {
 	}
 	for i := range n {
 		if r.isSlow(i) && !r.isBad(i) {
-			return nil, false // it waits for every helper: decode around the slow one
+			return nil, false // a repair waits for every helper: decode around it
 		}
 	}
 	plan, err := code.RepairPlan(lost)
@@ -95,16 +89,15 @@ func (r *reader) planMSR(chunk, a, b int64, need []bool) (*msrRead, bool) {
 	if bytes >= int64(k)*chunk {
 		return nil, false
 	}
-	return &msrRead{plan: plan, bytes: bytes}, true
+	return plan, true
 }
 
-// fetchMSR returns bytes [a, b) of stripe s's data as m plans: the lost
-// chunks the range covers are rebuilt from the helpers' repair
-// encodings of this stripe, the others are read as they are. It also
-// returns the bytes it received. On error, the shards that failed are
-// marked bad and the caller decodes instead.
-func (r *reader) fetchMSR(ctx context.Context, m *msrRead, s, chunk, a, b int64) ([]byte, int64, error) {
-	plan := m.plan
+// fetchMSR returns bytes [a, b) of stripe s's data as plan says: the lost
+// chunks the range covers are rebuilt from the helpers' repair encodings
+// of this stripe, the others are read as they are. It also returns the
+// bytes it received. On error, the shards that failed are marked bad and
+// the caller decodes instead.
+func (r *reader) fetchMSR(ctx context.Context, plan *codec.Plan, s, chunk, a, b int64) ([]byte, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.p.ShardTimeout)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)

@@ -194,8 +194,8 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 		lo, hi = 0, chunk
 	}
 	var wasted int64 // bytes of an MSR read that failed
-	if m, ok := r.planMSR(chunk, a, b, need); ok {
-		out, moved, err := r.fetchMSR(ctx, m, s, chunk, a, b)
+	if plan, ok := r.planMSR(chunk, a, b, need); ok {
+		out, moved, err := r.fetchMSR(ctx, plan, s, chunk, a, b)
 		if err == nil {
 			r.degraded(MethodMSR, moved)
 			return out, nil
