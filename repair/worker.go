@@ -151,7 +151,8 @@ type Worker struct {
 	batchCosts []Cost
 	// lastShare is share() as of the last scan or enqueue.
 	lastShare float64
-	prevLive  map[string]bool
+	// prevNodes is each node's state at the last scan.
+	prevNodes map[string]nodeMark
 	wake      chan struct{}
 	sync      chan struct{}
 }
@@ -209,7 +210,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
 		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath,
 		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
-		waiting: map[string]bool{}, prevLive: map[string]bool{},
+		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{},
 		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
 		counts: shardrpc.RepairCounts{ByMethod: map[string]int64{}},
 	}
@@ -260,14 +261,18 @@ func (w *Worker) Run(ctx context.Context) error {
 type nodeView struct {
 	self  string
 	nodes map[string]NodeInfo
-	since map[string]time.Time // down since, for nodes not live
+	// since: when each node's gossip state (alive, dead) last changed;
+	// for a node not live, since when it is down.
+	since map[string]time.Time
+	// boot: when each node's process started, as it advertises.
+	boot map[string]int64
 	// replaced: dead nodes a live server was started to replace; their
 	// shards are lost at once, without waiting for the grace period.
 	replaced map[string]bool
 }
 
 func (w *Worker) view() nodeView {
-	v := nodeView{self: w.cfg.NodeID, nodes: map[string]NodeInfo{}, since: map[string]time.Time{}, replaced: map[string]bool{}}
+	v := nodeView{self: w.cfg.NodeID, nodes: map[string]NodeInfo{}, since: map[string]time.Time{}, boot: map[string]int64{}, replaced: map[string]bool{}}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, m := range w.nodes.Members() {
@@ -277,9 +282,7 @@ func (w *Worker) view() nodeView {
 		ni := NodeInfo{ID: m.ID, Addr: m.HTTP, Live: m.Alive(), Suspect: m.State == cluster.StateSuspect,
 			Replaces: m.Replaces, Zone: m.Zone, Draining: m.Draining, Rates: w.rates[m.ID], Load: Load(w.load[m.ID])}
 		v.nodes[m.ID] = ni
-		if !ni.Live {
-			v.since[m.ID] = m.Since
-		}
+		v.since[m.ID], v.boot[m.ID] = m.Since, m.Boot
 		if ni.Live && m.Replaces != "" {
 			v.replaced[m.Replaces] = true
 		}
@@ -459,19 +462,33 @@ func draining(v nodeView, pl []string) []int {
 	return out
 }
 
+// nodeMark is what noteReturns compares between scans.
+type nodeMark struct {
+	live  bool
+	since time.Time
+	boot  int64
+}
+
 // noteReturns starts a manifest sync when a server came back: it (or
-// this one, after a partition) may hold manifests the other missed.
+// this one, after a partition) may hold manifests the other missed. A
+// server is back when it is live and, at the last scan, it was not, or
+// it has gone down and up again since (its state changed), or it
+// restarted (a new boot time), however quickly: a server restarted
+// before anyone saw it die missed writes all the same.
 func (w *Worker) noteReturns(v nodeView) {
 	w.mu.Lock()
 	back := false
 	for id, ni := range v.nodes {
-		if ni.Live && len(w.prevLive) > 0 && !w.prevLive[id] {
+		mark := nodeMark{live: ni.Live, since: v.since[id], boot: v.boot[id]}
+		if prev, ok := w.prevNodes[id]; ni.Live && len(w.prevNodes) > 0 && (!ok || !prev.live || !prev.since.Equal(mark.since) || prev.boot != mark.boot) {
 			back = true
 		}
+		w.prevNodes[id] = mark
 	}
-	w.prevLive = map[string]bool{}
-	for id, ni := range v.nodes {
-		w.prevLive[id] = ni.Live
+	for id := range w.prevNodes {
+		if _, ok := v.nodes[id]; !ok {
+			delete(w.prevNodes, id)
+		}
 	}
 	w.mu.Unlock()
 	if back {

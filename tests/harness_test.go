@@ -88,6 +88,14 @@ func freeAddr(t testing.TB) string {
 func startDev(t testing.TB, args ...string) *devCluster {
 	t.Helper()
 	dir := t.TempDir()
+	if os.Getenv("REGEN_E2E_KEEP") != "" {
+		// Keep the cluster's data and logs for a post-mortem.
+		var err error
+		if dir, err = os.MkdirTemp("", "regen-e2e-"+strings.ReplaceAll(t.Name(), "/", "_")+"-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("regen dev data and logs kept in %s", dir)
+	}
 	return startDevIn(t, dir, args...)
 }
 

@@ -54,6 +54,10 @@ type Meta struct {
 	// persists the flag in its data dir and advertises it here, so every
 	// node sees it and it survives restarts.
 	Draining bool `json:"d,omitempty"`
+	// Boot is when the process started (Unix ns). A restart changes it,
+	// even one too quick for the others to see the node die, so peers
+	// know it may have missed writes.
+	Boot int64 `json:"b,omitempty"`
 }
 
 // Member is one node of the cluster.
