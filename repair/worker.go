@@ -477,10 +477,10 @@ type nodeMark struct {
 // before anyone saw it die missed writes all the same.
 func (w *Worker) noteReturns(v nodeView) {
 	w.mu.Lock()
-	back := false
+	first, back := len(w.prevNodes) == 0, false
 	for id, ni := range v.nodes {
 		mark := nodeMark{live: ni.Live, since: v.since[id], boot: v.boot[id]}
-		if prev, ok := w.prevNodes[id]; ni.Live && len(w.prevNodes) > 0 && (!ok || !prev.live || !prev.since.Equal(mark.since) || prev.boot != mark.boot) {
+		if prev, ok := w.prevNodes[id]; ni.Live && !first && (!ok || !prev.live || !prev.since.Equal(mark.since) || prev.boot != mark.boot) {
 			back = true
 		}
 		w.prevNodes[id] = mark
