@@ -1,0 +1,199 @@
+package repair
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// fakeCluster is the membership, the shard servers' manifests and shard
+// files, and this server's store, in memory.
+type fakeCluster struct {
+	mu        sync.Mutex
+	members   []cluster.Member
+	manifests map[string]*metadata.Manifest // addr -> the one object's manifest
+	shards    map[string]bool               // addr/file/idx present
+	puts      []string                      // addrs given a manifest
+	local     *metadata.Manifest
+}
+
+func (f *fakeCluster) Members() []cluster.Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.members)
+}
+
+func (f *fakeCluster) ListBuckets(context.Context) ([]metadata.Bucket, error) { return nil, nil }
+func (f *fakeCluster) List(context.Context, metadata.ListQuery) ([]metadata.ListEntry, bool, error) {
+	return nil, false, nil
+}
+func (f *fakeCluster) GetManifest(_ context.Context, bucket, key string) (*metadata.Manifest, error) {
+	return f.local, nil
+}
+
+// shardAPI is fakeCluster's Shards side (GetManifest clashes with Store's).
+type shardAPI struct{ f *fakeCluster }
+
+func (s shardAPI) PutShard(context.Context, string, string, int, io.Reader) (shardrpc.ShardInfo, error) {
+	return shardrpc.ShardInfo{}, nil
+}
+func (s shardAPI) GetShard(context.Context, string, string, int, int64, int64) (io.ReadCloser, error) {
+	return nil, shardrpc.ErrNotFound
+}
+func (s shardAPI) StatShard(_ context.Context, addr, fileID string, idx int) (shardrpc.ShardInfo, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if !s.f.shards[fmt.Sprintf("%s/%s/%d", addr, fileID, idx)] {
+		return shardrpc.ShardInfo{}, shardrpc.ErrNotFound
+	}
+	return shardrpc.ShardInfo{CRC: uint32(idx)}, nil
+}
+func (s shardAPI) GetManifest(_ context.Context, addr, bucket, key string) (*metadata.Manifest, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if m := s.f.manifests[addr]; m != nil {
+		return m, nil
+	}
+	return nil, shardrpc.ErrNotFound
+}
+func (s shardAPI) PutManifest(_ context.Context, addr string, m *metadata.Manifest) (bool, metadata.Version, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if cur := s.f.manifests[addr]; cur != nil && !cur.Version.Less(m.Version) {
+		return false, cur.Version, nil
+	}
+	s.f.manifests[addr] = m
+	s.f.puts = append(s.f.puts, addr)
+	return true, m.Version, nil
+}
+
+func newFakeCluster(n int) *fakeCluster {
+	f := &fakeCluster{manifests: map[string]*metadata.Manifest{}, shards: map[string]bool{}}
+	for i := range n {
+		f.members = append(f.members, cluster.Member{ID: fmt.Sprintf("n%d", i), State: cluster.StateAlive,
+			Since: time.Unix(100, 0), Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: fmt.Sprintf("a%d", i), Boot: 1}})
+	}
+	return f
+}
+
+func newTestWorker(t *testing.T, f *fakeCluster, self string) *Worker {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.NodeID = self
+	w, err := New(cfg, f, f, shardAPI{f}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// healMissed hands a quorum-confirmed manifest to the placement peers
+// that lack it, and queues the in-place rebuild of their missing shards;
+// only the first holder of the placement does it, and an unconfirmed
+// version is never spread.
+func TestHealMissed(t *testing.T) {
+	place := make([]string, 9)
+	for i := range place {
+		place[i] = fmt.Sprintf("n%d", i)
+	}
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 10, Writer: "gw"}, Code: "rs-6-3",
+		ChunkSize: 4096, Placement: place, Parts: []metadata.Part{{Number: 1, ID: "f", Size: 100, ShardCRC: []uint32{0, 1, 2, 3, 4, 5, 6, 7, 8}}}}
+	old := *m
+	old.Version.TS = 5
+	tests := []struct {
+		name    string
+		holders []int // peers holding m (n1 is this server)
+		older   []int // peers holding an older version
+		shards  []int // peers lacking m that still have their shard
+		puts    []string
+		lost    []int
+	}{
+		{name: "first holder gives it to those that missed it", holders: []int{2, 3, 4, 5, 6, 7}, older: []int{8}, shards: []int{8},
+			puts: []string{"a0", "a8"}, lost: []int{0}},
+		{name: "an earlier holder does it", holders: []int{0, 2, 3, 4, 5, 6}, puts: nil},
+		{name: "unconfirmed: fewer than k+1 hold it", holders: []int{2, 3, 4, 5, 6}, puts: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCluster(9)
+			f.local = m
+			for _, i := range tc.holders {
+				f.manifests[fmt.Sprintf("a%d", i)] = m
+			}
+			for _, i := range tc.older {
+				f.manifests[fmt.Sprintf("a%d", i)] = &old
+			}
+			for _, i := range tc.shards {
+				f.shards[fmt.Sprintf("a%d/f/%d", i, i)] = true
+			}
+			w := newTestWorker(t, f, "n1")
+			v := w.view()
+			w.healMissed(context.Background(), v, m, w.askPeers(context.Background(), v, m), newQuorumCache())
+			slices.Sort(f.puts)
+			if !slices.Equal(f.puts, tc.puts) {
+				t.Errorf("gave the manifest to %v, want %v", f.puts, tc.puts)
+			}
+			var lost []int
+			for _, j := range w.queue {
+				if !j.inPlace || j.version != m.Version {
+					t.Errorf("queued %+v, want an in-place rebuild of %s", j, m.Version)
+				}
+				lost = append(lost, j.lost...)
+			}
+			if !slices.Equal(lost, tc.lost) {
+				t.Errorf("queued the rebuild of %v, want %v", lost, tc.lost)
+			}
+		})
+	}
+}
+
+// A server counts as back, and a manifest sync starts, when it is live
+// again after a scan saw it down, when it went down and up between two
+// scans, or when it restarted too quickly to be seen down; not on the
+// first scan, nor when nothing changed.
+func TestNoteReturns(t *testing.T) {
+	f := newFakeCluster(4)
+	w := newTestWorker(t, f, "n0")
+	kicked := func() bool {
+		w.noteReturns(w.view())
+		select {
+		case <-w.sync:
+			return true
+		default:
+			return false
+		}
+	}
+	set := func(mod func(m *cluster.Member)) {
+		f.mu.Lock()
+		mod(&f.members[2])
+		f.mu.Unlock()
+	}
+	steps := []struct {
+		name string
+		mod  func(m *cluster.Member)
+		want bool
+	}{
+		{"first scan", func(*cluster.Member) {}, false},
+		{"nothing changed", func(*cluster.Member) {}, false},
+		{"suspect", func(m *cluster.Member) { m.State = cluster.StateSuspect }, false},
+		{"dead", func(m *cluster.Member) { m.State, m.Since = cluster.StateDead, time.Unix(200, 0) }, false},
+		{"alive again", func(m *cluster.Member) { m.State, m.Since = cluster.StateAlive, time.Unix(210, 0) }, true},
+		{"down and up between scans", func(m *cluster.Member) { m.Since = time.Unix(300, 0) }, true},
+		{"restarted unseen", func(m *cluster.Member) { m.Boot = 2 }, true},
+		{"still", func(*cluster.Member) {}, false},
+	}
+	for _, st := range steps {
+		set(st.mod)
+		if got := kicked(); got != st.want {
+			t.Errorf("%s: sync started %v, want %v", st.name, got, st.want)
+		}
+	}
+}
