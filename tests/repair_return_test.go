@@ -19,7 +19,7 @@ import (
 // returnBuckets are the buckets of the return tests: one per code family.
 var returnBuckets = []struct{ name, class string }{{"ret-rs", "STANDARD"}, {"ret-clay", "STANDARD_IA"}}
 
-// newLifecycle starts the shared helpers of the repair tests over d.
+// newLifecycle returns the shared helpers of the repair tests over d.
 func newLifecycle(t *testing.T, d *devCluster) *lifecycle {
 	return &lifecycle{d: d, c: d.client(t), sc: shardrpc.New(d.info.Secret, nil), dead: map[int]bool{}}
 }
