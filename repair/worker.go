@@ -153,8 +153,11 @@ type Worker struct {
 	lastShare float64
 	// prevNodes is each node's state at the last scan.
 	prevNodes map[string]nodeMark
-	wake      chan struct{}
-	sync      chan struct{}
+	// shunned: nodes a failed task blamed, until when the planner treats
+	// them as suspect (see blamed).
+	shunned map[string]time.Time
+	wake    chan struct{}
+	sync    chan struct{}
 }
 
 // job is the repair of one object version: every part, same destinations,
@@ -210,7 +213,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
 		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath,
 		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
-		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{},
+		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{}, shunned: map[string]time.Time{},
 		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
 		counts: shardrpc.RepairCounts{ByMethod: map[string]int64{}},
 	}
@@ -281,6 +284,9 @@ func (w *Worker) view() nodeView {
 		}
 		ni := NodeInfo{ID: m.ID, Addr: m.HTTP, Live: m.Alive(), Suspect: m.State == cluster.StateSuspect,
 			Replaces: m.Replaces, Zone: m.Zone, Draining: m.Draining, Rates: w.rates[m.ID], Load: Load(w.load[m.ID])}
+		if until, ok := w.shunned[m.ID]; ok && ni.Live && w.now().Before(until) {
+			ni.Suspect = true
+		}
 		v.nodes[m.ID] = ni
 		v.since[m.ID], v.boot[m.ID] = m.Since, m.Boot
 		if ni.Live && m.Replaces != "" {
@@ -581,6 +587,22 @@ func (w *Worker) runJobs(ctx context.Context) {
 	}
 }
 
+// shunFor is how long a node a failed task blamed is left out of plans.
+// Gossip needs a few probe rounds to declare a killed server dead; in the
+// meantime every retry planned with it as helper or destination would fail
+// again. Long enough to cover that, short enough that a node blamed for a
+// passing hiccup is soon used again.
+const shunFor = 15 * time.Second
+
+// blamed notes the node err blames (an *ExecError naming one) as one to
+// avoid; w.mu is held.
+func (w *Worker) blamed(err error) {
+	var xe *ExecError
+	if errors.As(err, &xe) && xe.Node != "" && xe.Node != w.cfg.NodeID {
+		w.shunned[xe.Node] = w.now().Add(shunFor)
+	}
+}
+
 // errRetryLater marks job outcomes that are neither done nor failed: the
 // object changed, or no server can take its shards yet.
 var errRetryLater = errors.New("repair: retry at the next scan")
@@ -610,6 +632,7 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 		// The object changed (or its repair moved on): the next scan
 		// looks at it afresh, with its new manifest.
 	case j.attempt < w.cfg.Retries:
+		w.blamed(err)
 		j.attempt++
 		j.notBefore = w.now().Add(w.cfg.Backoff << (j.attempt - 1))
 		requeue = true

@@ -153,7 +153,8 @@ func TestRepairPrediction(t *testing.T) {
 			break
 		}
 		if time.Since(kill) > 15*time.Minute {
-			t.Fatalf("not redundant after 15 minutes: %d degraded", degraded)
+			t.Fatalf("not redundant after 15 minutes: %d degraded, %d queued, %d running, done %d (before %d); workers that counted each dead server: %v",
+				degraded, queued, running, done, before, seen)
 		}
 	}
 	redundant := time.Now()
