@@ -20,10 +20,10 @@ import (
 // Calibrate measures this machine and returns base with its CPU and disk
 // constants replaced: RS and Clay decoding, the per-byte cost of the data
 // path (checksumming and a loopback TCP copy), one fsync's latency and the
-// durable write rate of a file in dir. It takes a fraction of a second; each
-// measurement keeps the best of a few runs, so a briefly busy machine does
-// not make every later prediction pessimistic. Rates it cannot measure
-// stay as in base.
+// durable write rate of a file in dir. It takes a fraction of a second.
+// CPU rates are measured in process CPU time (processCPU), so servers
+// calibrating side by side on a busy host agree; each measurement keeps
+// the best of a few runs. Rates it cannot measure stay as in base.
 func Calibrate(ctx context.Context, dir string, base CostModel) (CostModel, error) {
 	cm := base
 	cm.Cores = float64(runtime.NumCPU())
@@ -86,12 +86,12 @@ func decodeRate(name string, size int, rebuilt bool) (float64, error) {
 	}
 	need := make([]bool, n)
 	need[0] = true
-	t0 := time.Now()
+	meter := startMeter()
 	shards[0] = nil
 	if err := c.ReconstructSome(shards, need); err != nil {
 		return 0, fmt.Errorf("repair: calibrate %s: %w", name, err)
 	}
-	secs := max(time.Since(t0).Seconds(), 1e-6)
+	secs := meter.seconds()
 	if rebuilt {
 		return float64(b) / secs, nil
 	}
@@ -122,7 +122,7 @@ func moveRate(size int) (float64, error) {
 		_, err = io.Copy(h, c)
 		done <- err
 	}()
-	t0 := time.Now()
+	meter := startMeter()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		return 0, fmt.Errorf("repair: calibrate: %w", err)
@@ -136,11 +136,13 @@ func moveRate(size int) (float64, error) {
 	if err := <-done; err != nil {
 		return 0, fmt.Errorf("repair: calibrate: %w", err)
 	}
-	secs := max(time.Since(t0).Seconds(), 1e-6)
-	// One byte cost a send and a receive (2 units of Move) in secs of
-	// wall time on up to two cores; count the core-seconds spent.
-	cores := min(float64(runtime.NumCPU()), 2)
-	return 2 * float64(size) / (secs * cores), nil
+	if !meter.ok {
+		// Wall time on up to two cores: count the core-seconds.
+		return 2 * float64(size) / (meter.seconds() * min(float64(runtime.NumCPU()), 2)), nil
+	}
+	// One byte cost a send and a receive (2 units of Move) in the
+	// CPU-seconds both ends spent.
+	return 2 * float64(size) / meter.seconds(), nil
 }
 
 // diskRates writes size bytes to a file in dir and fsyncs it, then does
@@ -177,7 +179,12 @@ func diskRates(dir string, size int) (time.Duration, float64, error) {
 	}
 	// The big write's own fsync is part of what a shard costs, so its
 	// rate includes it; take the fixed fsync out so it is not counted twice.
-	secs := max(time.Since(t0).Seconds()-fsync.Seconds(), 1e-6)
+	secs := time.Since(t0).Seconds() - fsync.Seconds()
+	if secs <= 0 {
+		// The big write was faster than one small fsync: a noisy
+		// measurement, not a disk. Count the whole write.
+		secs = max(time.Since(t0).Seconds(), 1e-6)
+	}
 	return fsync, float64(size) / secs, nil
 }
 
@@ -216,18 +223,25 @@ func (w *Worker) calibratePath(ctx context.Context) {
 	}
 	small := make([]byte, 4096)
 	big := bytes.Repeat([]byte{0xa5}, size)
-	timeIt := func(f func() error) (time.Duration, error) {
+	// timeIt keeps the best of three runs, in wall time (a small PUT is
+	// latency: an fsync and round trips) or in CPU time (a big one is
+	// the bytes' cost through both ends, this process being both).
+	timeIt := func(cpu bool, f func() error) (time.Duration, error) {
 		best := time.Duration(math.MaxInt64)
 		for range 3 {
-			t0 := time.Now()
+			t0, m := time.Now(), startMeter()
 			if err := f(); err != nil {
 				return 0, err
 			}
-			best = min(best, time.Since(t0))
+			d := time.Since(t0)
+			if cpu {
+				d = time.Duration(m.seconds() * float64(time.Second))
+			}
+			best = min(best, d)
 		}
 		return best, nil
 	}
-	tSmall, err := timeIt(func() error {
+	tSmall, err := timeIt(false, func() error {
 		_, err := w.shards.PutShard(ctx, addr, id, 0, bytes.NewReader(small))
 		return err
 	})
@@ -235,7 +249,7 @@ func (w *Worker) calibratePath(ctx context.Context) {
 		w.log.Warn("repair: data path calibration", "err", err)
 		return
 	}
-	tPut, err := timeIt(func() error {
+	tPut, err := timeIt(true, func() error {
 		_, err := w.shards.PutShard(ctx, addr, id, 1, bytes.NewReader(big))
 		return err
 	})
@@ -243,7 +257,7 @@ func (w *Worker) calibratePath(ctx context.Context) {
 		w.log.Warn("repair: data path calibration", "err", err)
 		return
 	}
-	tGet, err := timeIt(func() error {
+	tGet, err := timeIt(true, func() error {
 		rc, err := w.shards.GetShard(ctx, addr, id, 1, 0, size)
 		if err != nil {
 			return err
@@ -257,8 +271,9 @@ func (w *Worker) calibratePath(ctx context.Context) {
 		return
 	}
 	// The PUT and GET each move the bytes through three data-path steps
-	// (send, receive, write or read with checksums), one after another.
-	perByte := (tPut + tGet - 2*tSmall).Seconds()
+	// (send, receive, write or read with checksums); this process runs
+	// both ends, so their CPU time is all three.
+	perByte := (tPut + tGet).Seconds()
 	cm := w.cfg.Model
 	if perByte > 0 {
 		cm.Move = min(6*size/perByte, cm.Move)
