@@ -274,14 +274,66 @@ func (w *Worker) calibratePath(ctx context.Context) {
 	// (send, receive, write or read with checksums); this process runs
 	// both ends, so their CPU time is all three.
 	perByte := (tPut + tGet).Seconds()
-	cm := w.cfg.Model
+	cm := w.model()
 	if perByte > 0 {
 		cm.Move = min(6*size/perByte, cm.Move)
 	}
 	// A task's sequential round trips: the control request, the helpers'
 	// reads, the durable store, the manifest fence and its durable write.
 	cm.Setup = max(cm.Setup, 4*tSmall)
-	w.cfg.Model = cm
+	w.setModel(cm)
 	w.log.Info("repair: calibrated data path", "small_put", tSmall, "put_4MiB", tPut, "get_4MiB", tGet,
 		"move_MBps", int(cm.Move/1e6), "setup", cm.Setup)
+}
+
+// model is the worker's current cost model; calibration may refine it
+// while repairs run.
+func (w *Worker) model() CostModel {
+	w.modelMu.RLock()
+	defer w.modelMu.RUnlock()
+	return w.cfg.Model
+}
+
+func (w *Worker) setModel(cm CostModel) {
+	w.modelMu.Lock()
+	w.cfg.Model = cm
+	w.modelMu.Unlock()
+}
+
+// recalibrateDisk re-measures the disk now and then while no repair runs
+// and keeps the best rates seen. The first measurement at start-up is
+// taken while every shard server of the host starts and measures at the
+// same moment, so it sees their contention; later ones, at random
+// offsets, do not. The model divides the disk among the host's servers
+// itself (Batch's share), so a contended measurement would count that
+// twice.
+func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
+	wait := time.Second + rand.N(7*time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = time.Minute + rand.N(10*time.Second)
+		w.mu.Lock()
+		busy := w.counts.Running > 0 || len(w.queue) > 0
+		w.mu.Unlock()
+		if busy {
+			continue
+		}
+		fsync, write, err := diskRates(dir, 4<<20)
+		if err != nil {
+			w.log.Warn("repair: disk calibration", "err", err)
+			continue
+		}
+		cm := w.model()
+		if fsync >= cm.Fsync && write <= cm.Default.DiskWrite {
+			continue
+		}
+		cm.Fsync = min(cm.Fsync, fsync)
+		cm.Default.DiskWrite = max(cm.Default.DiskWrite, write)
+		w.setModel(cm)
+		w.log.Info("repair: recalibrated disk", "fsync", cm.Fsync, "disk_write_MBps", int(cm.Default.DiskWrite/1e6))
+	}
 }

@@ -130,9 +130,10 @@ type Worker struct {
 	started time.Time
 	now     func() time.Time
 	// calibrate: measure the data path when Run starts.
-	calibrate bool
-	limit     *rate.Limiter
-	m         *metrics
+	calibrate    bool
+	calibrateDir string
+	limit        *rate.Limiter
+	m            *metrics
 
 	mu       sync.Mutex
 	queue    []*job
@@ -153,6 +154,9 @@ type Worker struct {
 	lastShare float64
 	// prevNodes is each node's state at the last scan.
 	prevNodes map[string]nodeMark
+	// modelMu guards cfg.Model, which calibration refines while the
+	// worker runs (model, setModel).
+	modelMu sync.RWMutex
 	// shunned: nodes a failed task blamed, until when the planner treats
 	// them as suspect (see blamed).
 	shunned map[string]time.Time
@@ -192,6 +196,9 @@ type Options struct {
 	// CalibratePath: Run first measures this server's own data path (a
 	// small and a few-MiB shard PUT and GET) for the cost model.
 	CalibratePath bool
+	// CalibrateDir, if set, is where Run re-measures the disk now and
+	// then (recalibrateDisk): the shard server's data directory.
+	CalibrateDir string
 }
 
 // New returns a worker; Run starts it.
@@ -211,7 +218,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 	}
 	w := &Worker{
 		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
-		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath,
+		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath, calibrateDir: opt.CalibrateDir,
 		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
 		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{}, shunned: map[string]time.Time{},
 		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
@@ -241,6 +248,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		wg.Go(func() { w.runJobs(ctx) })
 	}
 	wg.Go(func() { w.runSync(ctx) })
+	if w.calibrateDir != "" {
+		wg.Go(func() { w.recalibrateDisk(ctx, w.calibrateDir) })
+	}
 	if w.cfg.ScrubRate > 0 {
 		wg.Go(func() { w.runScrub(ctx) })
 	}
@@ -536,7 +546,7 @@ func (w *Worker) enqueue(j *job) bool {
 	w.batch.Jobs++
 	w.lastShare = share
 	w.batchCosts = append(w.batchCosts, j.cost)
-	w.batch.Predicted = w.cfg.Model.Batch(w.batchCosts, w.cfg.Workers, share)
+	w.batch.Predicted = w.model().Batch(w.batchCosts, w.cfg.Workers, share)
 	w.m.queued.Set(float64(w.counts.Queued))
 	select {
 	case w.wake <- struct{}{}:
@@ -686,7 +696,7 @@ func (w *Worker) estimate(j *job) Cost {
 		total.Fsyncs += float64(len(m.Placement))
 	}
 	if len(m.Parts) == 0 {
-		total.Seconds = w.cfg.Model.Setup.Seconds() // an inline object: one manifest switch
+		total.Seconds = w.model().Setup.Seconds() // an inline object: one manifest switch
 	}
 	return total
 }

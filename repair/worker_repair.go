@@ -52,7 +52,7 @@ func (w *Worker) planInput(v nodeView, m *metadata.Manifest, p metadata.Part, lo
 	return PlanInput{
 		Group: Group{Key: m.Bucket + "/" + m.Key, FileID: p.ID, Code: code, ChunkSize: m.ChunkSize,
 			PartSize: p.Size, ShardCRC: p.ShardCRC, Placement: m.Placement},
-		Lost: lost, Nodes: v.nodes, Model: w.cfg.Model, Force: w.cfg.Method, Allowed: w.allowed, Dest: pinned,
+		Lost: lost, Nodes: v.nodes, Model: w.model(), Force: w.cfg.Method, Allowed: w.allowed, Dest: pinned,
 	}, nil
 }
 
@@ -257,7 +257,7 @@ const (
 // divides a node's rate by its load again. A bounded moving average, so
 // one slow or fast task cannot run the estimate away.
 func (w *Worker) learn(res Result, others map[string]int) {
-	secs := res.Seconds - w.cfg.Model.Setup.Seconds() - w.cfg.Model.Fsync.Seconds()
+	secs := res.Seconds - w.model().Setup.Seconds() - w.model().Fsync.Seconds()
 	if secs <= 0 {
 		return
 	}
@@ -271,7 +271,7 @@ func (w *Worker) learn(res Result, others map[string]int) {
 		r := w.rates[id]
 		cur := r.Net
 		if cur <= 0 {
-			cur = w.cfg.Model.Default.Net
+			cur = w.model().Default.Net
 		}
 		obs = min(max(obs, cur/learnStep), cur*learnStep)
 		r.Net = max((1-learnWeight)*cur+learnWeight*obs, learnFloor)

@@ -57,7 +57,7 @@ func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheu
 	// The executor's control requests answer only when a whole stripe
 	// group is rebuilt, so they use the client without a response timeout.
 	exec := repair.NewExecutor(shardrpc.New(secret, shardrpc.NewRepairHTTPClient(nil)), cfg.Logger)
-	return repair.New(cfg, store, node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec, CalibratePath: true})
+	return repair.New(cfg, store, node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec, CalibratePath: true, CalibrateDir: dataDir})
 }
 
 // requireSecret guards h with the cluster secret, like the shard API.
