@@ -383,8 +383,12 @@ func TestRepairSecondFailureDuringRepair(t *testing.T) {
 					continue
 				}
 				for _, id := range m.Placement {
-					if !slices.Contains(before[e.Object].Placement, id) {
-						b = index[id]
+					// NB: a live server only: an event from before the
+					// kill (membership flapped while filling) can come
+					// with an older placement, even one naming server a.
+					j, ok := index[id]
+					if ok && !l.dead[j] && !slices.Contains(before[e.Object].Placement, id) {
+						b = j
 						return true
 					}
 				}
