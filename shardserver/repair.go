@@ -79,12 +79,30 @@ func newRepairState(cfg Config) (*repairState, error) {
 // repairRoutes lists the repair endpoints for the route table.
 func (s *Server) repairRoutes() []route {
 	return []route{
-		{"POST " + shardrpc.PathRepairPull, "repair_pull", s.repairPull},
-		{"POST " + shardrpc.PathRepairCore, "repair_core", s.repairCore},
+		{"POST " + shardrpc.PathRepairPull, "repair_pull", serveRepair(s, "pull", s.runPull)},
+		{"POST " + shardrpc.PathRepairCore, "repair_core", serveRepair(s, "core", s.runCore)},
 		{"POST " + shardrpc.PathRepairHelper, "repair_helper", s.repairHelper},
 		{"POST " + shardrpc.PathRepairPush, "repair_push", s.repairPush},
-		{"POST " + shardrpc.PathRepairCopy, "repair_copy", s.repairCopy},
+		{"POST " + shardrpc.PathRepairCopy, "repair_copy", serveRepair(s, "copy", s.runCopy)},
 		{"PUT " + shardrpc.PathRepairStore + "{file}/{idx}", "repair_store", s.repairStore},
+	}
+}
+
+// serveRepair is the handler of a repair endpoint with a JSON request:
+// decode it, run it, answer the run's report or its blamed failure.
+func serveRepair[Req any](s *Server, endpoint string, run func(context.Context, Req) (shardrpc.RepairReport, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := s.decode(w, r, &req); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		rep, err := run(r.Context(), req)
+		if err != nil {
+			s.repairFail(w, r, endpoint, err)
+			return
+		}
+		shardrpc.WriteJSON(w, http.StatusOK, rep)
 	}
 }
 

@@ -4,30 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
 )
 
-// repairCopy moves one shard unchanged from a server that still holds it
+// runCopy moves one shard unchanged from a server that still holds it
 // (a draining one) to its new server: the shard's bytes cross the network
 // once, and nothing is decoded. The source verifies its block checksums
 // as it streams; the store verifies size and CRC-32C against the
 // manifest's before the copy becomes visible.
-func (s *Server) repairCopy(w http.ResponseWriter, r *http.Request) {
-	var req shardrpc.CopyRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	rep, err := s.runCopy(r.Context(), req)
-	if err != nil {
-		s.repairFail(w, r, "copy", err)
-		return
-	}
-	shardrpc.WriteJSON(w, http.StatusOK, rep)
-}
-
 func (s *Server) runCopy(ctx context.Context, req shardrpc.CopyRequest) (shardrpc.RepairReport, error) {
 	g, err := s.openGroup(req.RepairGroup)
 	if err != nil {

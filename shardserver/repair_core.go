@@ -14,23 +14,6 @@ import (
 	"github.com/regen-s3/regen/internal/shardrpc"
 )
 
-// repairCore is a CORE relayer: it asks every helper of the repair plan
-// for its encoding of the failure set, rebuilds the lost shards stripe by
-// stripe (codec.Plan.Rebuild) and stores them on their targets.
-func (s *Server) repairCore(w http.ResponseWriter, r *http.Request) {
-	var req shardrpc.CoreRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	rep, err := s.runCore(r.Context(), req)
-	if err != nil {
-		s.repairFail(w, r, "core", err)
-		return
-	}
-	shardrpc.WriteJSON(w, http.StatusOK, rep)
-}
-
 // plan returns the repair plan of the group's code for lost.
 func (s *Server) plan(g *group, lost []int) (*codec.Plan, error) {
 	p, err := s.rep.codes.RepairPlan(g.Code, lost)
@@ -40,6 +23,9 @@ func (s *Server) plan(g *group, lost []int) (*codec.Plan, error) {
 	return p, nil
 }
 
+// runCore is a CORE relayer: it asks every helper of the repair plan
+// for its encoding of the failure set, rebuilds the lost shards stripe by
+// stripe (codec.Plan.Rebuild) and stores them on their targets.
 func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrpc.RepairReport, error) {
 	g, err := s.openGroup(req.RepairGroup)
 	if err != nil {

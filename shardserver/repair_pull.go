@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 
 	"golang.org/x/sync/errgroup"
@@ -12,23 +11,9 @@ import (
 	"github.com/regen-s3/regen/internal/shardrpc"
 )
 
-// repairPull is conventional repair on this server: read k whole shards
+// runPull is conventional repair on this server: read k whole shards
 // (its own from disk), decode the targets' shards slice by slice and store
 // them. PULL-Rep runs it on the destination, PULL-Sur on a survivor.
-func (s *Server) repairPull(w http.ResponseWriter, r *http.Request) {
-	var req shardrpc.PullRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	rep, err := s.runPull(r.Context(), req)
-	if err != nil {
-		s.repairFail(w, r, "pull", err)
-		return
-	}
-	shardrpc.WriteJSON(w, http.StatusOK, rep)
-}
-
 func (s *Server) runPull(ctx context.Context, req shardrpc.PullRequest) (shardrpc.RepairReport, error) {
 	g, err := s.openGroup(req.RepairGroup)
 	if err != nil {
