@@ -13,6 +13,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
 )
 
 // gatewayCounter reads one sample of the gateway's /metrics, e.g.
@@ -56,7 +57,15 @@ func TestDegradedRangedReadMSR(t *testing.T) {
 	put(t, c, "msr-read", "obj", data, minio.PutObjectOptions{StorageClass: "STANDARD_IA", DisableMultipart: true})
 
 	sc := shardrpc.New(d.info.Secret, nil)
-	m, err := sc.GetManifest(context.Background(), d.info.Shards[0].Addr, "msr-read", "obj")
+	// NB: only the object's n placement servers hold its manifest, and
+	// there are more shard servers than that: ask until one has it.
+	var m *metadata.Manifest
+	var err error
+	for _, s := range d.info.Shards {
+		if m, err = sc.GetManifest(context.Background(), s.Addr, "msr-read", "obj"); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
