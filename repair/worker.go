@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
@@ -130,10 +131,11 @@ type Worker struct {
 	started time.Time
 	now     func() time.Time
 	// calibrate: measure the data path when Run starts.
-	calibrate    bool
-	calibrateDir string
-	limit        *rate.Limiter
-	m            *metrics
+	calibrate     bool
+	calibrateDir  string
+	dataPathBytes func() int64
+	limit         *rate.Limiter
+	m             *metrics
 
 	mu       sync.Mutex
 	queue    []*job
@@ -199,6 +201,10 @@ type Options struct {
 	// CalibrateDir, if set, is where Run re-measures the disk now and
 	// then (recalibrateDisk): the shard server's data directory.
 	CalibrateDir string
+	// DataPathBytes, if set, counts the byte-steps this server's data
+	// path has run (shardserver.Server.DataPathBytes); Run learns the
+	// model's Move rate from it (learnMove).
+	DataPathBytes func() int64
 }
 
 // New returns a worker; Run starts it.
@@ -218,7 +224,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 	}
 	w := &Worker{
 		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
-		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath, calibrateDir: opt.CalibrateDir,
+		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath, calibrateDir: opt.CalibrateDir, dataPathBytes: opt.DataPathBytes,
 		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
 		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{}, shunned: map[string]time.Time{},
 		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
@@ -250,6 +256,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	wg.Go(func() { w.runSync(ctx) })
 	if w.calibrateDir != "" {
 		wg.Go(func() { w.recalibrateDisk(ctx, w.calibrateDir) })
+	}
+	if w.dataPathBytes != nil {
+		wg.Go(func() { w.learnMove(ctx, w.dataPathBytes) })
 	}
 	if w.cfg.ScrubRate > 0 {
 		wg.Go(func() { w.runScrub(ctx) })
@@ -428,6 +437,10 @@ func (w *Worker) scan(ctx context.Context) error {
 		if len(lost) == 0 {
 			counts.Pending += parts
 		}
+		if len(lost) > 0 && w.coalesce(v, m, downs, lost) {
+			counts.Pending += parts // the rest of its failures turn lost soon
+			return nil
+		}
 		if len(lost) > 0 {
 			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs)}
 			if w.isWaiting(j.ref()) {
@@ -463,6 +476,41 @@ func (w *Worker) scan(ctx context.Context) error {
 		w.enqueue(j)
 	}
 	return nil
+}
+
+// coalesceWindow bounds how long a stripe group with lost shards waits
+// for its other down servers to turn lost too (see coalesce).
+const coalesceWindow = 30 * time.Second
+
+// coalesce reports whether the group of m should wait before repairing
+// lost: some of its other down servers are still inside the grace and turn
+// lost within coalesceWindow. Servers that die together (a rack, a power
+// cut, an operator's kill) are declared dead a few probe rounds apart;
+// rebuilding them one at a time would move the group's data twice, where
+// one concurrent repair (CORE, or one PULL decode for every lost shard)
+// moves it once. A group left without redundancy does not wait.
+func (w *Worker) coalesce(v nodeView, m *metadata.Manifest, downs, lost []int) bool {
+	if len(downs) == len(lost) || len(m.Parts) == 0 {
+		return false
+	}
+	if c, err := codec.Parse(m.Code); err != nil || len(downs) >= c.ParityShards() {
+		return false
+	}
+	isLost := map[int]bool{}
+	for _, i := range lost {
+		isLost[i] = true
+	}
+	window := min(coalesceWindow, w.cfg.Grace)
+	for _, i := range downs {
+		if isLost[i] {
+			continue
+		}
+		since, ok := v.since[m.Placement[i]]
+		if !ok || w.cfg.Grace-w.now().Sub(since) > window {
+			return false
+		}
+	}
+	return true
 }
 
 // draining returns the indexes of pl whose servers are live and draining:

@@ -38,6 +38,7 @@ func (s *Server) putShard(w http.ResponseWriter, r *http.Request) {
 	}
 	s.m.shardWrites.Inc()
 	s.m.shardWriteBytes.Add(float64(info.Size))
+	s.dataPath.Add(2 * info.Size)
 	shardrpc.WriteJSON(w, http.StatusOK, info)
 }
 
@@ -81,6 +82,7 @@ func (s *Server) getShard(w http.ResponseWriter, r *http.Request) {
 	for err == nil {
 		n, werr := w.Write(piece)
 		s.m.shardReadBytes.Add(float64(n))
+		s.dataPath.Add(2 * int64(n))
 		if werr != nil {
 			return // the client went away
 		}

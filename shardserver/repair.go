@@ -367,6 +367,7 @@ func (s *Server) openSink(ctx context.Context, g *group, t shardrpc.RepairTarget
 			n := k.n.Load()
 			rep.transfer(s.cfg.NodeID, t.ID, n)
 			s.rep.sent.WithLabelValues(method).Add(float64(n))
+			s.dataPath.Add(n)
 			err = blame(t.ID, err)
 		}
 		if err == nil {

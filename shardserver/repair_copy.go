@@ -51,6 +51,7 @@ func (s *Server) runCopy(ctx context.Context, req shardrpc.CopyRequest) (shardrp
 	}
 	rep.transfer(src.ID, s.cfg.NodeID, got)
 	s.rep.received.WithLabelValues(req.Method).Add(float64(got))
+	s.dataPath.Add(int64(got))
 	if err := closeSinks(err); err != nil {
 		return shardrpc.RepairReport{}, err
 	}

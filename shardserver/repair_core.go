@@ -140,6 +140,7 @@ func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrp
 		if h.peer.ID != s.cfg.NodeID {
 			rep.transfer(h.peer.ID, s.cfg.NodeID, h.got)
 			s.rep.received.WithLabelValues(method).Add(float64(h.got))
+			s.dataPath.Add(int64(h.got))
 		}
 	}
 	if err != nil {
@@ -207,6 +208,7 @@ func (s *Server) repairHelper(w http.ResponseWriter, r *http.Request) {
 	cw := &countWriter{w: w}
 	err = s.helperStream(r.Context(), g, plan, task, units, cw)
 	s.rep.sent.WithLabelValues(method).Add(float64(cw.n))
+	s.dataPath.Add(2 * int64(cw.n)) // read and sent
 	if err != nil {
 		s.log.Error("repair helper failed mid-stream", "file", g.FileID, "idx", req.Idx, "err", err)
 		h.Set(shardrpc.TrailerError, "io")

@@ -145,6 +145,7 @@ func (s *Server) runPull(ctx context.Context, req shardrpc.PullRequest) (shardrp
 		if src.stream != nil {
 			rep.transfer(src.peer.ID, s.cfg.NodeID, src.got)
 			s.rep.received.WithLabelValues(method).Add(float64(src.got))
+			s.dataPath.Add(int64(src.got))
 		}
 	}
 	if err != nil {

@@ -99,6 +99,7 @@ func (s *Server) runPush(ctx context.Context, req shardrpc.PushRequest, body io.
 				rep.merge(nrep)
 			}
 			s.rep.sent.WithLabelValues(method).Add(float64(next.n.Load()))
+			s.dataPath.Add(2 * int64(next.n.Load())) // read and sent
 			next.end(pr, err)
 		}()
 		closeAll = func(err error) error {
@@ -178,6 +179,7 @@ func (s *Server) runPush(ctx context.Context, req shardrpc.PushRequest, body io.
 	if req.Pos > 0 {
 		rep.transfer(prev, s.cfg.NodeID, got)
 		s.rep.received.WithLabelValues(method).Add(float64(got))
+		s.dataPath.Add(int64(got))
 	}
 	if err != nil {
 		cancel(err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
@@ -29,6 +30,9 @@ type Server struct {
 	codes  sync.Map     // code name -> codec.Code, for write quorums
 	// drainMu serializes drain flag changes (file and gossip together).
 	drainMu sync.Mutex
+	// dataPath counts the data-path steps bytes took here (see
+	// DataPathBytes).
+	dataPath atomic.Int64
 
 	handler   http.Handler
 	closeOnce sync.Once
@@ -182,3 +186,10 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// DataPathBytes is how many byte-steps of the shard data path this server
+// has run: a shard byte read and sent counts twice, received and written
+// twice, a repair byte sent or received once. The repair worker divides
+// it by the process's CPU time to learn what moving a byte really costs
+// here, under whatever else the server is doing.
+func (s *Server) DataPathBytes() int64 { return s.dataPath.Load() }

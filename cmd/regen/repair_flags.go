@@ -13,8 +13,8 @@ import (
 
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/shardrpc"
-	"github.com/regen-s3/regen/metadata"
 	"github.com/regen-s3/regen/repair"
+	"github.com/regen-s3/regen/shardserver"
 )
 
 // repairFlags configure a shard server's repair worker.
@@ -35,7 +35,7 @@ func (f *repairFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.method, "repair", env("REGEN_REPAIR", repair.Auto), "repair method: auto, core, push or pull (REGEN_REPAIR)")
 }
 
-func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheus.Registerer, store *metadata.Store, node *cluster.Node, secret string) (*repair.Worker, error) {
+func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheus.Registerer, srv *shardserver.Server, node *cluster.Node, secret string) (*repair.Worker, error) {
 	cfg := repair.DefaultConfig()
 	cfg.NodeID, cfg.Logger = id, log.With("component", "repair")
 	cfg.Grace, cfg.ScanInterval, cfg.Workers = f.grace, f.scan, f.workers
@@ -57,7 +57,8 @@ func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheu
 	// The executor's control requests answer only when a whole stripe
 	// group is rebuilt, so they use the client without a response timeout.
 	exec := repair.NewExecutor(shardrpc.New(secret, shardrpc.NewRepairHTTPClient(nil)), cfg.Logger)
-	return repair.New(cfg, store, node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec, CalibratePath: true, CalibrateDir: dataDir})
+	return repair.New(cfg, srv.Store(), node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec,
+		CalibratePath: true, CalibrateDir: dataDir, DataPathBytes: srv.DataPathBytes})
 }
 
 // requireSecret guards h with the cluster secret, like the shard API.

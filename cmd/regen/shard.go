@@ -151,7 +151,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	reg.MustRegister(node.Collector())
 
-	worker, err := f.repair.worker(id, f.data, log, reg, srv.Store(), node, f.secret)
+	worker, err := f.repair.worker(id, f.data, log, reg, srv, node, f.secret)
 	if err != nil {
 		return err
 	}

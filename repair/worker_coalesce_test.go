@@ -1,0 +1,54 @@
+package repair
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// A group whose other down servers turn lost within the window waits for
+// them, so that all its failures are rebuilt in one repair; it does not
+// wait when they are far from the grace's end, when it has no redundancy
+// left, or when it is an inline object.
+func TestCoalesceWaitsForFailuresAboutToTurnLost(t *testing.T) {
+	now := time.Unix(10_000, 0)
+	const grace = 10 * time.Minute
+	place := make([]string, 9)
+	for i := range place {
+		place[i] = fmt.Sprintf("n%d", i)
+	}
+	parts := []metadata.Part{{Number: 1, ID: "f", Size: 100}}
+	for _, tc := range []struct {
+		name        string
+		code        string
+		parts       []metadata.Part
+		downFor     map[int]time.Duration // placement index -> down since
+		lost        []int
+		wantWaiting bool
+	}{
+		{"all lost", "rs-6-3", parts, map[int]time.Duration{1: grace, 2: grace + time.Second}, []int{1, 2}, false},
+		{"other turns lost in 10s", "rs-6-3", parts, map[int]time.Duration{1: grace, 2: grace - 10*time.Second}, []int{1}, true},
+		{"other turns lost in 5m", "rs-6-3", parts, map[int]time.Duration{1: grace, 2: grace - 5*time.Minute}, []int{1}, false},
+		{"one of two others far off", "rs-5-4", parts, map[int]time.Duration{1: grace, 2: grace - time.Second, 3: time.Second}, []int{1}, false},
+		{"no redundancy left", "rs-6-3", parts, map[int]time.Duration{1: grace, 2: grace - time.Second, 3: grace - time.Second}, []int{1}, false},
+		{"inline object", "rs-6-3", nil, map[int]time.Duration{1: grace, 2: grace - time.Second}, []int{1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &Worker{cfg: Config{Grace: grace}, now: func() time.Time { return now }}
+			v := nodeView{since: map[string]time.Time{}}
+			var downs []int
+			for i := range place {
+				if d, ok := tc.downFor[i]; ok {
+					v.since[place[i]] = now.Add(-d)
+					downs = append(downs, i)
+				}
+			}
+			m := &metadata.Manifest{Code: tc.code, Placement: place, Parts: tc.parts}
+			if got := w.coalesce(v, m, downs, tc.lost); got != tc.wantWaiting {
+				t.Fatalf("coalesce = %v, want %v", got, tc.wantWaiting)
+			}
+		})
+	}
+}
