@@ -300,26 +300,28 @@ func (w *Worker) setModel(cm CostModel) {
 	w.modelMu.Unlock()
 }
 
-// recalibrateDisk re-measures the disk now and then while no repair runs
-// and keeps the best rates seen. The first measurement at start-up is
-// taken while every shard server of the host starts and measures at the
-// same moment, so it sees their contention; later ones, at random
-// offsets, do not. The model divides the disk among the host's servers
-// itself (Batch's share), so a contended measurement would count that
-// twice.
+// recalibrateDisk re-measures the disk now and then while the server is
+// quiet (no repair running or queued, next to no data-path traffic) and
+// keeps the best rates seen. The first measurement at start-up is taken
+// while every shard server of the host starts and measures at the same
+// moment, so it sees their contention (fsyncs 10-50x slower than idle);
+// later ones, at random offsets, do not. The model divides the disk among
+// the host's servers itself (Batch's share), so a contended measurement
+// would count that twice. The first few follow each other quickly so that
+// a young cluster's model is right before its first failure.
 func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
-	wait := time.Second + rand.N(7*time.Second)
-	for {
+	const eager = 5 // quick re-measurements after start-up
+	for n := 0; ; n++ {
+		wait := time.Minute + rand.N(10*time.Second)
+		if n < eager {
+			wait = time.Second + rand.N(5*time.Second)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		wait = time.Minute + rand.N(10*time.Second)
-		w.mu.Lock()
-		busy := w.counts.Running > 0 || len(w.queue) > 0
-		w.mu.Unlock()
-		if busy {
+		if w.diskBusy(ctx) {
 			continue
 		}
 		fsync, write, err := diskRates(dir, 4<<20)
@@ -336,4 +338,24 @@ func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
 		w.setModel(cm)
 		w.log.Info("repair: recalibrated disk", "fsync", cm.Fsync, "disk_write_MBps", int(cm.Default.DiskWrite/1e6))
 	}
+}
+
+// diskBusy reports whether repairs are running or queued, or shard
+// writes went on in the last quarter second: a disk measurement now would
+// time them, not the disk. (Reads mostly hit the page cache; a cluster
+// serving GETs all day must still get measured.)
+func (w *Worker) diskBusy(ctx context.Context) bool {
+	w.mu.Lock()
+	busy := w.counts.Running > 0 || len(w.queue) > 0
+	w.mu.Unlock()
+	if busy || w.writtenBytes == nil {
+		return busy
+	}
+	b0 := w.writtenBytes()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-time.After(250 * time.Millisecond):
+	}
+	return w.writtenBytes() != b0
 }

@@ -134,6 +134,7 @@ type Worker struct {
 	calibrate     bool
 	calibrateDir  string
 	dataPathBytes func() int64
+	writtenBytes  func() int64
 	limit         *rate.Limiter
 	m             *metrics
 
@@ -205,6 +206,10 @@ type Options struct {
 	// path has run (shardserver.Server.DataPathBytes); Run learns the
 	// model's Move rate from it (learnMove).
 	DataPathBytes func() int64
+	// WrittenBytes, if set, counts the shard bytes this server wrote
+	// durably (shardserver.Server.WrittenBytes); the disk is re-measured
+	// only while it stands still.
+	WrittenBytes func() int64
 }
 
 // New returns a worker; Run starts it.
@@ -224,7 +229,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 	}
 	w := &Worker{
 		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
-		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath, calibrateDir: opt.CalibrateDir, dataPathBytes: opt.DataPathBytes,
+		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath, calibrateDir: opt.CalibrateDir, dataPathBytes: opt.DataPathBytes, writtenBytes: opt.WrittenBytes,
 		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
 		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{}, shunned: map[string]time.Time{},
 		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),

@@ -37,6 +37,7 @@ func (s *Server) repairStore(w http.ResponseWriter, r *http.Request) {
 	s.m.shardWrites.Inc()
 	s.m.shardWriteBytes.Add(float64(info.Size))
 	s.dataPath.Add(2 * info.Size)
+	s.written.Add(info.Size)
 	s.rep.received.WithLabelValues("store").Add(float64(info.Size))
 	shardrpc.WriteJSON(w, http.StatusOK, info)
 }

@@ -33,6 +33,7 @@ type Server struct {
 	// dataPath counts the data-path steps bytes took here (see
 	// DataPathBytes).
 	dataPath atomic.Int64
+	written  atomic.Int64 // shard bytes written durably
 
 	handler   http.Handler
 	closeOnce sync.Once
@@ -193,3 +194,8 @@ func (s *Server) Run(ctx context.Context) error {
 // it by the process's CPU time to learn what moving a byte really costs
 // here, under whatever else the server is doing.
 func (s *Server) DataPathBytes() int64 { return s.dataPath.Load() }
+
+// WrittenBytes is how many shard bytes this server has written durably
+// (client writes and rebuilt shards): the repair worker measures the disk
+// only while it stays still.
+func (s *Server) WrittenBytes() int64 { return s.written.Load() }

@@ -58,7 +58,7 @@ func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheu
 	// group is rebuilt, so they use the client without a response timeout.
 	exec := repair.NewExecutor(shardrpc.New(secret, shardrpc.NewRepairHTTPClient(nil)), cfg.Logger)
 	return repair.New(cfg, srv.Store(), node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec,
-		CalibratePath: true, CalibrateDir: dataDir, DataPathBytes: srv.DataPathBytes})
+		CalibratePath: true, CalibrateDir: dataDir, DataPathBytes: srv.DataPathBytes, WrittenBytes: srv.WrittenBytes})
 }
 
 // requireSecret guards h with the cluster secret, like the shard API.
