@@ -274,6 +274,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	for {
 		if err := w.scan(ctx); err != nil && ctx.Err() == nil {
 			w.log.Error("repair scan", "err", err)
+			w.mu.Lock()
+			w.stripes.ScanError = err.Error()
+			w.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -473,6 +476,7 @@ func (w *Worker) scan(ctx context.Context) error {
 		}
 	}
 	slices.Sort(counts.DownSeen)
+	counts.Scanned = w.now().UTC().Format(time.RFC3339Nano)
 	w.mu.Lock()
 	w.stripes = counts
 	w.mu.Unlock()

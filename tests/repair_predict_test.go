@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,6 +134,7 @@ func TestRepairPrediction(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		var degraded, queued, running, done, failed int64
 		seen := map[string]int{}
+		var behind []string // workers that have not counted every dead server
 		for i, s := range d.info.Shards {
 			if dead[i] {
 				continue
@@ -145,6 +147,13 @@ func TestRepairPrediction(t *testing.T) {
 			}
 			for _, id := range st.Stripes.DownSeen {
 				seen[id]++
+			}
+			for j := range dead {
+				if !slices.Contains(st.Stripes.DownSeen, d.info.Shards[j].ID) {
+					behind = append(behind, fmt.Sprintf("shard %d: down_seen %v, last scan %s %s",
+						i, st.Stripes.DownSeen, st.Stripes.Scanned, st.Stripes.ScanError))
+					break
+				}
 			}
 			for _, b := range []*shardrpc.RepairBatch{st.Batch, st.Last} {
 				if b != nil {
@@ -171,8 +180,8 @@ func TestRepairPrediction(t *testing.T) {
 			break
 		}
 		if time.Since(kill) > 15*time.Minute {
-			t.Fatalf("not redundant after 15 minutes: %d degraded, %d queued, %d running, done %d (before %d); workers that counted each dead server: %v",
-				degraded, queued, running, done, before, seen)
+			t.Fatalf("not redundant after 15 minutes: %d degraded, %d queued, %d running, done %d (before %d); workers that counted each dead server: %v; behind: %v",
+				degraded, queued, running, done, before, seen, behind)
 		}
 	}
 	redundant := time.Now()

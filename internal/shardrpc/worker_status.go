@@ -46,6 +46,11 @@ type StripeCounts struct {
 	// DownSeen are the shard servers (node IDs) down or suspect at the
 	// last scan: a watcher knows their shards have been counted.
 	DownSeen []string `json:"down_seen,omitempty"`
+	// Scanned is when the last scan ended (RFC 3339), ScanError why the
+	// last one failed, if it did: counts older than a few scan intervals
+	// mean the worker is stuck, not that nothing is degraded.
+	Scanned   string `json:"scanned,omitempty"`
+	ScanError string `json:"scan_error,omitempty"`
 }
 
 // RepairCounts count repair jobs (one per object version) since start.
