@@ -93,10 +93,13 @@ type RepairStatus struct {
 	// Methods counts stripes repaired by method: CORE, PUSH, PULL.
 	Methods map[string]int64 `json:"by_method"`
 	// PredictedSeconds and ElapsedSeconds describe the current (or last)
-	// repair batch: the planner's prediction against the time taken, the
-	// slowest server's.
+	// repair batch of the cluster, from the first server's start: when
+	// the last server's planner predicted it would be done, against when
+	// it was (or how long it has run so far).
 	PredictedSeconds float64 `json:"predicted_seconds"`
 	ElapsedSeconds   float64 `json:"elapsed_seconds"`
+
+	spans []batchSpan // the servers' batches, merged by clusterBatch
 }
 
 // RepairSource is the optional capability to ask a shard server for its
@@ -188,6 +191,7 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 			repair.ETASeconds = max(repair.ETASeconds, r.ETASeconds)
 			repair.PredictedSeconds = max(repair.PredictedSeconds, r.PredictedSeconds)
 			repair.ElapsedSeconds = max(repair.ElapsedSeconds, r.ElapsedSeconds)
+			repair.spans = append(repair.spans, r.spans...)
 			for k, v := range r.Methods {
 				repair.Methods[k] += v
 			}
@@ -197,6 +201,9 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 	eg.Wait()
 	if answered > 0 {
 		stripes.DownSeen = seenByAll(seen)
+		if p, e, ok := clusterBatch(repair.spans); ok {
+			repair.PredictedSeconds, repair.ElapsedSeconds = p, e
+		}
 		st.Stripes, st.Repair = &stripes, &repair
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
 )
@@ -51,7 +52,56 @@ func (s shardRepairSource) RepairStatus(ctx context.Context, addr string) (Strip
 	} else if b := st.Last; b != nil {
 		r.PredictedSeconds, r.ElapsedSeconds = b.Predicted, b.Elapsed
 	}
+	for _, b := range []*shardrpc.RepairBatch{st.Last, st.Batch} {
+		if b == nil {
+			continue
+		}
+		if start, err := time.Parse(time.RFC3339Nano, b.Start); err == nil {
+			r.spans = append(r.spans, batchSpan{start: start, elapsed: b.Elapsed, predicted: b.Predicted})
+		}
+	}
 	return stripes, r, nil
+}
+
+// batchSpan is one server's repair batch.
+type batchSpan struct {
+	start              time.Time
+	elapsed, predicted float64 // seconds
+}
+
+func (b batchSpan) end() time.Time { return b.start.Add(seconds(b.elapsed)) }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// batchGap: server batches closer than this belong to one incident (the
+// servers detect a failure, and its grace ends, seconds apart).
+const batchGap = time.Minute
+
+// clusterBatch merges the servers' batches into the cluster's latest:
+// the run of batches, each starting within batchGap of the end of those
+// before it, that contains the latest one. The cluster is redundant when
+// the last of them ends, and its planners predicted that for the latest
+// start + prediction; both are returned in seconds from the run's first
+// start.
+func clusterBatch(spans []batchSpan) (predicted, elapsed float64, ok bool) {
+	if len(spans) == 0 {
+		return 0, 0, false
+	}
+	slices.SortFunc(spans, func(a, b batchSpan) int { return a.start.Compare(b.start) })
+	first, end, predEnd := spans[0].start, spans[0].end(), spans[0].start.Add(seconds(spans[0].predicted))
+	for _, s := range spans[1:] {
+		if s.start.After(end.Add(batchGap)) {
+			first, end, predEnd = s.start, s.end(), s.start.Add(seconds(s.predicted))
+			continue
+		}
+		if s.end().After(end) {
+			end = s.end()
+		}
+		if p := s.start.Add(seconds(s.predicted)); p.After(predEnd) {
+			predEnd = p
+		}
+	}
+	return predEnd.Sub(first).Seconds(), end.Sub(first).Seconds(), true
 }
 
 // seenByAll returns the down servers every reporting worker counted at

@@ -1,0 +1,35 @@
+package gateway
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// The cluster's batch runs from the first server's start to the last
+// one's end; its prediction is the latest start + prediction. Batches of
+// an earlier incident, more than batchGap before, are left out.
+func TestClusterBatch(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(s float64) time.Time { return t0.Add(seconds(s)) }
+	for _, tc := range []struct {
+		name                 string
+		spans                []batchSpan
+		wantPred, wantElapse float64
+	}{
+		{"one server", []batchSpan{{at(0), 4, 5}}, 5, 4},
+		{"staggered servers", []batchSpan{{at(2), 3, 2}, {at(0), 4, 3}, {at(1), 2, 6}}, 7, 5},
+		{"earlier incident left out", []batchSpan{{at(0), 10, 20}, {at(300), 4, 3}, {at(301), 4, 2}}, 3, 5},
+		{"second wave joins", []batchSpan{{at(0), 2, 2}, {at(30), 3, 4}}, 34, 33},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, e, ok := clusterBatch(tc.spans)
+			if !ok || math.Abs(p-tc.wantPred) > 1e-9 || math.Abs(e-tc.wantElapse) > 1e-9 {
+				t.Fatalf("clusterBatch = %v, %v, %v; want %v, %v", p, e, ok, tc.wantPred, tc.wantElapse)
+			}
+		})
+	}
+	if _, _, ok := clusterBatch(nil); ok {
+		t.Fatal("no spans: ok")
+	}
+}
