@@ -310,8 +310,8 @@ func (w *Worker) setModel(cm CostModel) {
 // would count that twice. The first few follow each other quickly so that
 // a young cluster's model is right before its first failure.
 func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
-	const eager = 5 // quick re-measurements after start-up
-	for n := 0; ; n++ {
+	const eager = 5 // quick measurements after start-up (busy moments skipped)
+	for n := 0; ; {
 		wait := time.Minute + rand.N(10*time.Second)
 		if n < eager {
 			wait = time.Second + rand.N(5*time.Second)
@@ -329,6 +329,7 @@ func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
 			w.log.Warn("repair: disk calibration", "err", err)
 			continue
 		}
+		n++
 		cm := w.model()
 		if fsync >= cm.Fsync && write <= cm.Default.DiskWrite {
 			continue
