@@ -22,7 +22,9 @@ type linmap struct {
 	rows, cols int
 	terms      [][]term // sparse form, per output row
 	blocks     []fusedBlock
-	seg        int // bytes per pass of the sparse kernel
+	groups     []rowGroup // sparse form only: dense row groups
+	rest       []int      // rows outside groups (all rows when fused)
+	seg        int        // bytes per pass of the sparse kernel
 }
 
 type term struct {
@@ -67,10 +69,15 @@ func newLinmap(m [][]byte, cols int) (*linmap, error) {
 			}
 		}
 	}
+	var err error
 	if l.cols > 1 && 2*nnz > l.rows*l.cols {
-		if err := l.fuse(m); err != nil {
-			return nil, err
-		}
+		l.rest = seq(l.rows)
+		err = l.fuse(m)
+	} else {
+		err = l.group()
+	}
+	if err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -122,13 +129,24 @@ func (l *linmap) apply(in, out [][]byte) {
 	if len(in) > 0 {
 		size = len(in[0])
 	}
-	if l.blocks != nil && size > 0 && l.fusedPays(size) {
+	switch {
+	case size == 0:
+	case l.blocks != nil && l.fusedPays(size):
 		l.applyFused(in, out, size)
-		return
+	case l.blocks != nil:
+		l.sparseRows(l.rest, in, out, size)
+	default:
+		l.applyGroups(in, out, size)
 	}
+}
+
+// sparseRows computes the given rows with one mul-XOR per nonzero, in
+// segments that keep the inputs of a pass in cache.
+func (l *linmap) sparseRows(rows []int, in, out [][]byte, size int) {
 	for off := 0; off < size; off += l.seg {
 		end := min(off+l.seg, size)
-		for i, ts := range l.terms {
+		for _, i := range rows {
+			ts := l.terms[i]
 			o := out[i][off:end]
 			if len(ts) == 0 {
 				clear(o)
