@@ -32,8 +32,7 @@ type Clay struct {
 	inner       [][]byte // (k+nu+m) x (k+nu) generator of the inner code
 	mu          sync.Mutex
 	decoders    map[string]*innerDecoder
-	encoder     *linmap
-	pairs       pairKernels
+	runs        []runEncoder
 	plans       *planner
 	scratch     sync.Pool
 }
@@ -88,9 +87,6 @@ func NewClay(k, m int) (*Clay, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadParams, name, err)
 	}
 	c.inner = inner
-	if c.pairs, err = newPairKernels(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrBadParams, name, err)
-	}
 	c.plans = newPlanner(c, c.selection, true, false)
 	return c, nil
 }

@@ -2,46 +2,54 @@ package codec
 
 import "fmt"
 
-// pairKernels are the pairwise transform and its inverse as fused 2x2
-// kernels: one pass over both members of a pair instead of two or three.
-type pairKernels struct {
-	forward *linmap // (C_hi, C_lo) -> (U_hi, U_lo)
-	inverse *linmap // (U_hi, U_lo) -> (C_hi, C_lo)
-}
-
-func newPairKernels() (pairKernels, error) {
-	f, err := newLinmap([][]byte{{1, 1}, {1, pftC}}, 2)
-	if err != nil {
-		return pairKernels{}, err
-	}
-	// C_lo = pftD*(U_hi + U_lo), C_hi = U_hi + C_lo.
-	i, err := newLinmap([][]byte{{1 ^ pftD, pftD}, {pftD, pftD}}, 2)
-	return pairKernels{forward: f, inverse: i}, err
-}
-
 // Encoding is the layered decode with every parity node erased, but that
 // case has structure the general decoder cannot use: parity is exactly the
-// last y-section (k+nu = (t-1)q), so no coupled pair mixes data and parity.
-// encode therefore (1) transforms each data pair to the U domain once,
-// (2) runs the inner code's k+nu -> m encode per plane on U, and
-// (3) uncouples the parity pairs. The general decoder instead reads both
-// members of every pair in each plane, about twice the multiply-adds for
-// large q.
+// last y-section (k+nu = (t-1)q), so no coupled pair mixes data and parity,
+// and the parity digit z_{t-1} is the least significant one.
+//
+// A run is the q consecutive planes that share every digit but the last.
+// Inside a run the role (dot, hi, lo) of every data node is constant, and a
+// data partner sits at a fixed offset (x - z_y)*pw[y] planes with
+// pw[y] >= q, so the partners of a run are a run too. The pairwise
+// transforms of the data nodes and the inner code's parity rows therefore
+// fold into one matrix per run, applied position-wise over q*sc bytes by
+// one fused kernel call that reads data C straight from the shards: no U
+// of data is ever written. The call writes the parity U of the run in
+// place; the parity dots are then final, and the coupled parity pairs of
+// the run, all inside it, are uncoupled in place while they are in cache.
+//
+// Against a per-plane loop this cuts the fused calls (each has a fixed
+// cost of ~150 ns in the library) by q and drops the U scratch traffic;
+// the price is one more column per coupled data node in the fold.
 
-// innerEncoder returns the m x (k+nu) parity rows of the inner code as a
-// fused kernel (cached like the decoders).
-func (c *Clay) innerEncoder() (*linmap, error) {
+// runEncoder is the folded matrix of one run.
+type runEncoder struct {
+	in []cref // first stored sub-chunk of each input run, in column order
+	lm *linmap
+}
+
+// runEncoders returns the folded matrices of the alpha/q runs (cached).
+func (c *Clay) runEncoders() ([]runEncoder, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.encoder != nil {
-		return c.encoder, nil
+	if c.runs != nil {
+		return c.runs, nil
 	}
-	lm, err := newLinmap(c.inner[c.k+c.nu:], c.k+c.nu)
-	if err != nil {
-		return nil, fmt.Errorf("codec: %s inner encoder: %w", c.Name(), err)
+	kk := c.k + c.nu
+	data := seq(kk)
+	runs := make([]runEncoder, c.alpha/c.q)
+	for r := range runs {
+		// planeDecoder folds the transforms of the data nodes at the run's
+		// first plane into the parity rows; the run's other planes have
+		// the same roles and shifted partners.
+		pd, err := c.planeDecoder(c.inner[kk:], data, r*c.q)
+		if err != nil {
+			return nil, fmt.Errorf("codec: %s run encoder %d: %w", c.Name(), r, err)
+		}
+		runs[r] = runEncoder{in: pd.in, lm: pd.lm}
 	}
-	c.encoder = lm
-	return lm, nil
+	c.runs = runs
+	return runs, nil
 }
 
 // encode computes C of the parity nodes; cb as for decode.
@@ -49,95 +57,42 @@ func (c *Clay) encode(cb [][]byte, sc int) error {
 	if sc == 0 {
 		return nil
 	}
-	enc, err := c.innerEncoder()
+	runs, err := c.runEncoders()
 	if err != nil {
 		return err
 	}
-	// All arithmetic is position-wise inside sub-chunks, so encodeRange
-	// could run on byte ranges to stay in cache; measured, the extra kernel
-	// calls cost more than the cache misses, so it runs once per stripe.
-	ubuf := c.getScratch((c.k + c.nu + c.m) * c.alpha * sc)
-	defer c.scratch.Put(ubuf)
-	c.encodeRange(enc, cb, *ubuf, sc, 0, sc, sc)
+	kk, span := c.k+c.nu, c.q*sc
+	var in [][]byte
+	out := make([][]byte, c.m)
+	for r, re := range runs {
+		in = in[:0]
+		for _, s := range re.in {
+			in = append(in, cb[s.a][s.z*sc:s.z*sc+span])
+		}
+		off := r * span
+		for x := range out {
+			out[x] = cb[kk+x][off : off+span]
+		}
+		re.lm.apply(in, out)
+		uncoupleRun(out, sc)
+	}
 	return nil
 }
 
-// encodeRange encodes bytes [off, off+ln) of every sub-chunk; u is scratch
-// with stride seg per sub-chunk.
-func (c *Clay) encodeRange(enc *linmap, cb [][]byte, ubuf []byte, sc, off, ln, seg int) {
-	q, kk, L := c.q, c.k+c.nu, c.alpha*seg
-	sub := func(b []byte, z int) []byte { return b[z*sc+off : z*sc+off+ln] }
-	usub := func(b []byte, z int) []byte { return b[z*seg : z*seg+ln] }
-	u := make([][]byte, c.n+c.nu)
-	for a := range u {
-		u[a] = ubuf[a*L : (a+1)*L]
-	}
-	// (1) U of data and virtual nodes, pair by pair (each pair once, from
-	// its hi member). Virtual nodes have C = 0.
-	for a := 0; a < kk; a++ {
-		x, y := a%q, a/q
-		for z := 0; z < c.alpha; z++ {
-			zy := c.digit(z, y)
-			if x < zy {
-				continue // lo member: done with its hi partner
-			}
-			if x == zy {
-				continue // dot: U = C, read in place below
-			}
-			b, zp := y*q+zy, c.swap(z, y, x)
-			c.prt(sub(cb[a], z), sub(cb[b], zp), usub(u[a], z), usub(u[b], zp), c.isVirtual(a), c.isVirtual(b))
+// uncoupleRun turns the parity U of one run into C in place. run[x] holds
+// the q sub-chunks of parity node x; node x at plane j (x != j) is coupled
+// with node j at plane x, the larger x being hi. Per pair,
+// C_lo = pftD*(U_hi + U_lo) and C_hi = U_hi + C_lo: three single-slice
+// kernels, whose per-call cost is a few ns where the fused 2x2 kernel pays
+// ~150 ns, and sub-chunks are small here.
+func uncoupleRun(run [][]byte, sc int) {
+	for xh := 1; xh < len(run); xh++ {
+		for xl := 0; xl < xh; xl++ {
+			hi := run[xh][xl*sc : (xl+1)*sc]
+			lo := run[xl][xh*sc : (xh+1)*sc]
+			ll.GalMulSliceXor(1, hi, lo)
+			ll.GalMulSlice(pftD, lo, lo)
+			ll.GalMulSliceXor(1, lo, hi)
 		}
-	}
-	// (2) inner encode per plane; parity dots are final, write them in place.
-	in := make([][]byte, kk)
-	out := make([][]byte, c.m)
-	for z := 0; z < c.alpha; z++ {
-		for a := 0; a < kk; a++ {
-			if a%q == c.digit(z, a/q) {
-				in[a] = sub(cb[a], z) // virtual dots read the zero buffer
-			} else {
-				in[a] = usub(u[a], z)
-			}
-		}
-		for i := 0; i < c.m; i++ {
-			a := kk + i
-			if a%q == c.digit(z, a/q) {
-				out[i] = sub(cb[a], z)
-			} else {
-				out[i] = usub(u[a], z)
-			}
-		}
-		enc.apply(in, out)
-	}
-	// (3) uncouple parity pairs: both members are parity, both U known;
-	// one fused 2x2 pass per pair, from its hi member.
-	for a := kk; a < c.n+c.nu; a++ {
-		x, y := a%q, a/q
-		for z := 0; z < c.alpha; z++ {
-			zy := c.digit(z, y)
-			if x <= zy {
-				continue
-			}
-			b, zp := y*q+zy, c.swap(z, y, x)
-			c.pairs.inverse.apply([][]byte{usub(u[a], z), usub(u[b], zp)}, [][]byte{sub(cb[a], z), sub(cb[b], zp)})
-		}
-	}
-}
-
-// prt is the pairwise transform of a coupled pair (hi, lo):
-// U_hi = C_hi + C_lo, U_lo = C_hi + pftC*C_lo, skipping virtual (zero) C.
-func (c *Clay) prt(cHi, cLo, uHi, uLo []byte, hiVirtual, loVirtual bool) {
-	switch {
-	case hiVirtual && loVirtual:
-		clear(uHi)
-		clear(uLo)
-	case hiVirtual:
-		copy(uHi, cLo)
-		mulSet(pftC, cLo, uLo)
-	case loVirtual:
-		copy(uHi, cHi)
-		copy(uLo, cHi)
-	default:
-		c.pairs.forward.apply([][]byte{cHi, cLo}, [][]byte{uHi, uLo})
 	}
 }

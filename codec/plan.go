@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -103,8 +104,8 @@ func (t *HelperTask) OutputLen(alpha, chunkLen int) int {
 
 // Produce is the helper side: it appends to dst what the helper must send
 // for its local shard chunk and returns the extended slice. For Runs it is a
-// plain copy of byte ranges (offset Start*sc, length Count*sc); for Coef one
-// SIMD dot product per output.
+// plain copy of byte ranges (offset Start*sc, length Count*sc); for Coef the
+// rows as one linear map, so each sub-chunk is read once for all outputs.
 func (t *HelperTask) Produce(alpha int, chunk, dst []byte) ([]byte, error) {
 	if alpha < 1 || len(chunk)%alpha != 0 {
 		return dst, fmt.Errorf("%w: chunk of %d bytes is not a multiple of %d sub-chunks", ErrShardSize, len(chunk), alpha)
@@ -116,19 +117,51 @@ func (t *HelperTask) Produce(alpha int, chunk, dst []byte) ([]byte, error) {
 		}
 		dst = append(dst, chunk[r.Start*sc:(r.Start+r.Count)*sc]...)
 	}
-	for _, row := range t.Coef {
-		if len(row) != alpha {
-			return dst, fmt.Errorf("%w: coefficient row of %d, want %d", ErrBadPlan, len(row), alpha)
-		}
-		start := len(dst)
-		dst = slices.Grow(dst, sc)[:start+sc]
-		out := dst[start:]
-		clear(out)
-		for s, c := range row {
-			mulXor(c, chunk[s*sc:(s+1)*sc], out)
-		}
+	if len(t.Coef) == 0 {
+		return dst, nil
 	}
+	lm, err := coefLinmap(t.Coef, alpha)
+	if err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, len(t.Coef)*sc)[:start+len(t.Coef)*sc]
+	in := subChunks(make([][]byte, 0, alpha), [][]byte{chunk}, alpha)
+	out := subChunks(make([][]byte, 0, len(t.Coef)), [][]byte{dst[start:]}, len(t.Coef))
+	lm.apply(in, out)
 	return dst, nil
+}
+
+// coefMaps caches the kernel of each distinct coefficient matrix, keyed by
+// its bytes: helpers run the same few matrices (one per failure pattern)
+// for every stripe, and building the fused form costs far more than a call.
+var coefMaps struct {
+	sync.Mutex
+	m map[string]*linmap
+}
+
+func coefLinmap(coef [][]byte, alpha int) (*linmap, error) {
+	key := binary.AppendUvarint(make([]byte, 0, 4+len(coef)*alpha), uint64(alpha))
+	for _, row := range coef {
+		if len(row) != alpha {
+			return nil, fmt.Errorf("%w: coefficient row of %d, want %d", ErrBadPlan, len(row), alpha)
+		}
+		key = append(key, row...)
+	}
+	coefMaps.Lock()
+	defer coefMaps.Unlock()
+	if lm, ok := coefMaps.m[string(key)]; ok {
+		return lm, nil
+	}
+	lm, err := newLinmap(coef, alpha)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadPlan, err)
+	}
+	if coefMaps.m == nil || len(coefMaps.m) >= maxCached {
+		coefMaps.m = map[string]*linmap{}
+	}
+	coefMaps.m[string(key)] = lm
+	return lm, nil
 }
 
 // Downloads is the total number of sub-chunks the helpers send.
