@@ -295,6 +295,12 @@ func (c Cost) Add(o Cost) Cost {
 // is the most loaded of: the pool (job times over workers, never less
 // than the longest job), the host's cores, and its disk (bytes at the
 // durable write rate plus fsyncs, one at a time).
+//
+// A job's time in the pool is its idle time, or, when the host's cores are
+// shared, its CPU at the slice one running job gets (every server on the
+// host running as many jobs as this one), whichever is longer: a server
+// with little to repair still waits for its few jobs, each as slow as the
+// crowd makes it.
 func (cm CostModel) Batch(jobs []Cost, workers int, share float64) float64 {
 	if len(jobs) == 0 {
 		return 0
@@ -303,10 +309,15 @@ func (cm CostModel) Batch(jobs []Cost, workers int, share float64) float64 {
 	if share <= 0 || share > 1 {
 		share = 1
 	}
+	slice := 0.0 // cores one running job gets
+	if cm.Cores > 0 {
+		slice = cm.Cores * share / float64(workers)
+	}
 	var sum, longest, cpu, disk float64
 	for _, c := range jobs {
-		sum += c.Seconds
-		longest = math.Max(longest, c.Seconds)
+		secs := math.Max(c.Seconds, div(c.CPU, slice))
+		sum += secs
+		longest = math.Max(longest, secs)
 		cpu += c.CPU
 		disk += div(c.Written, cm.Default.DiskWrite) + c.Fsyncs*cm.Fsync.Seconds()
 	}

@@ -89,6 +89,9 @@ func TestBatch(t *testing.T) {
 		{name: "pool: 8 jobs on 4 workers, cores to spare", jobs: many(8), workers: 4, share: 1, want: 2},
 		{name: "shared cores: 10 servers on 2 cores", jobs: many(8), workers: 4, share: 0.1, want: 8 * 0.5 / (2 * 0.1)},
 		{name: "bad share is 1", jobs: many(8), workers: 4, share: 0, want: 2},
+		// One job among 10 servers x 4 workers gets 2 cores / 40: its
+		// 0.5 core-seconds take 10 s, longer than the cores' 0.5/0.2.
+		{name: "a lone job is as slow as the crowd", jobs: many(1), workers: 4, share: 0.1, want: 0.5 / (2 * 0.1 / 4)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -678,6 +678,11 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 	t0 := w.now()
 	res, err := w.repair(ctx, j)
 	secs := w.now().Sub(t0).Seconds()
+	if errors.Is(err, ErrSuperseded) {
+		if _, serr := w.syncKey(ctx, j.bucket, j.key); serr != nil && ctx.Err() == nil {
+			w.log.Warn("manifest sync after a fenced repair", "object", j.ref(), "err", serr)
+		}
+	}
 	w.mu.Lock()
 	w.counts.Running--
 	w.m.running.Set(float64(w.counts.Running))

@@ -254,3 +254,31 @@ func (w *Worker) syncManifests(ctx context.Context) (int, error) {
 	}
 	return updated, nil
 }
+
+// syncKey stores in the local store the newest version of one key that a
+// write quorum of its placement peers hold, if it is newer than the local
+// one; it reports whether it stored one. A repair fenced out by a newer
+// version (ErrSuperseded) calls it: this server may have missed the switch
+// that made its copy stale (other servers saw it dead for a while when it
+// was not), and until it learns the newer version it would keep
+// coordinating, and failing, the same repair at every scan.
+func (w *Worker) syncKey(ctx context.Context, bucket, key string) (bool, error) {
+	m, err := w.store.GetManifest(ctx, bucket, key)
+	if err != nil {
+		return false, err
+	}
+	v := w.view()
+	self := v.nodes[v.self]
+	if self.Addr == "" {
+		return false, nil
+	}
+	best := confirmedNewer(m, w.askPeers(ctx, v, m), newQuorumCache())
+	if best == nil {
+		return false, nil
+	}
+	if _, _, err := w.shards.PutManifest(ctx, self.Addr, best); err != nil {
+		return false, err
+	}
+	w.log.Info("manifest sync: took a newer version a repair was fenced by", "object", bucket+"/"+key, "version", best.Version)
+	return true, nil
+}

@@ -197,3 +197,41 @@ func TestNoteReturns(t *testing.T) {
 		}
 	}
 }
+
+// A repair fenced by a newer version makes the coordinator take that
+// version from its peers, but only one a write quorum holds.
+func TestSyncKeyTakesConfirmedNewer(t *testing.T) {
+	place := make([]string, 9)
+	for i := range place {
+		place[i] = fmt.Sprintf("n%d", i)
+	}
+	old := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 10, Writer: "gw"}, Code: "rs-6-3", Placement: place}
+	newer := *old
+	newer.Version = metadata.Version{TS: 11, Writer: repairWriter("n0")}
+	newer.Placement = slices.Clone(place)
+	newer.Placement[1] = "n9" // this server's shard was rebuilt elsewhere
+	for _, tc := range []struct {
+		name    string
+		holders int
+		want    bool
+	}{
+		{"quorum holds the newer version", 7, true},
+		{"too few hold it", 6, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCluster(10)
+			f.local = old
+			for i := 2; i < 2+tc.holders; i++ {
+				f.manifests[fmt.Sprintf("a%d", i)] = &newer
+			}
+			w := newTestWorker(t, f, "n1")
+			got, err := w.syncKey(context.Background(), "b", "k")
+			if err != nil || got != tc.want {
+				t.Fatalf("syncKey = %v, %v; want %v", got, err, tc.want)
+			}
+			if stored := f.manifests["a1"]; (stored != nil && stored.Version == newer.Version) != tc.want {
+				t.Fatalf("local copy %+v after sync, want newer stored: %v", stored, tc.want)
+			}
+		})
+	}
+}
