@@ -110,3 +110,17 @@ func (w *Worker) Handler() http.Handler {
 		_ = json.NewEncoder(rw).Encode(w.Status())
 	})
 }
+
+// SyncHandler serves POST shardrpc.PathRepairSync: a peer saw this server
+// come back and asks it to sync its manifests. The caller checks the
+// cluster secret.
+func (w *Worker) SyncHandler() http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			shardrpc.WriteError(rw, http.StatusMethodNotAllowed, shardrpc.CodeBadRequest, "POST only")
+			return
+		}
+		w.kickSync()
+		rw.WriteHeader(http.StatusNoContent)
+	})
+}

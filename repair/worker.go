@@ -548,13 +548,20 @@ type nodeMark struct {
 // it has gone down and up again since (its state changed), or it
 // restarted (a new boot time), however quickly: a server restarted
 // before anyone saw it die missed writes all the same.
+//
+// The returned server is asked to sync too: it may not know it was gone.
+// A process paused (SIGSTOP, a long GC or VM stall) or starved of CPU
+// past the grace is called dead by the others, who rebuild its shards
+// elsewhere; from its own side nothing happened, so without being told
+// it would keep its stale manifests and the shard files they name.
 func (w *Worker) noteReturns(v nodeView) {
 	w.mu.Lock()
-	first, back := len(w.prevNodes) == 0, false
+	first := len(w.prevNodes) == 0
+	var back []string // addresses of the servers back
 	for id, ni := range v.nodes {
 		mark := nodeMark{live: ni.Live, since: v.since[id], boot: v.boot[id]}
 		if prev, ok := w.prevNodes[id]; ni.Live && !first && (!ok || !prev.live || !prev.since.Equal(mark.since) || prev.boot != mark.boot) {
-			back = true
+			back = append(back, ni.Addr)
 		}
 		w.prevNodes[id] = mark
 	}
@@ -564,9 +571,30 @@ func (w *Worker) noteReturns(v nodeView) {
 		}
 	}
 	w.mu.Unlock()
-	if back {
-		w.kickSync()
+	if len(back) == 0 {
+		return
 	}
+	w.kickSync()
+	if r, ok := w.shards.(syncRequester); ok {
+		for _, addr := range back {
+			if addr == "" || addr == v.nodes[v.self].Addr {
+				continue
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := r.RequestSync(ctx, addr); err != nil {
+					w.log.Debug("ask a returned server to sync", "addr", addr, "err", err)
+				}
+			}()
+		}
+	}
+}
+
+// syncRequester asks a peer to sync its manifests (*shardrpc.Client has
+// it).
+type syncRequester interface {
+	RequestSync(ctx context.Context, addr string) error
 }
 
 func (w *Worker) isWaiting(ref string) bool {

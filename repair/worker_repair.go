@@ -420,32 +420,7 @@ func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.M
 	if quorum := min(code.DataShards()+1, len(targets)); ok < quorum {
 		return fmt.Errorf("repair: switch %s/%s: %d of %d servers stored it, need %d: %w", old.Bucket, old.Key, ok, len(targets), quorum, errors.Join(errs...))
 	}
-	w.tellReplaced(ctx, v, old, &nm)
 	return nil
-}
-
-// tellReplaced offers the switched manifest nm to the servers it took
-// shards from that gossip calls down, without waiting. Under heavy load
-// gossip can call a live server dead for longer than the grace; its
-// shards are then rebuilt elsewhere, and it would never hear of it: it
-// holds the old manifest, still coordinates the stripe, and keeps its
-// stale shard files. Told now, it stores the newer version (and garbage-
-// collects the shards no longer placed on it). A server really dead just
-// refuses the connection; it syncs when it comes back.
-func (w *Worker) tellReplaced(ctx context.Context, v nodeView, old, nm *metadata.Manifest) {
-	for i, id := range old.Placement {
-		ni, ok := v.nodes[id]
-		if nm.Placement[i] == id || !ok || ni.Live || ni.Addr == "" {
-			continue
-		}
-		go func() {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			if stored, _, err := w.shards.PutManifest(cctx, ni.Addr, nm); err == nil && stored {
-				w.log.Info("repair: a server called down was alive; gave it the switched manifest", "object", nm.Bucket+"/"+nm.Key, "node", id)
-			}
-		}()
-	}
 }
 
 // Inline is the Result.Method of an object stored inside its manifest:

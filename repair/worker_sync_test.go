@@ -23,6 +23,7 @@ type fakeCluster struct {
 	shards    map[string]bool               // addr/file/idx present
 	puts      []string                      // addrs given a manifest
 	local     *metadata.Manifest
+	syncAsked chan string // addrs asked to sync their manifests
 }
 
 func (f *fakeCluster) Members() []cluster.Member {
@@ -64,6 +65,10 @@ func (s shardAPI) GetManifest(_ context.Context, addr, bucket, key string) (*met
 	}
 	return nil, shardrpc.ErrNotFound
 }
+func (s shardAPI) RequestSync(_ context.Context, addr string) error {
+	s.f.syncAsked <- addr
+	return nil
+}
 func (s shardAPI) PutManifest(_ context.Context, addr string, m *metadata.Manifest) (bool, metadata.Version, error) {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
@@ -76,7 +81,7 @@ func (s shardAPI) PutManifest(_ context.Context, addr string, m *metadata.Manife
 }
 
 func newFakeCluster(n int) *fakeCluster {
-	f := &fakeCluster{manifests: map[string]*metadata.Manifest{}, shards: map[string]bool{}}
+	f := &fakeCluster{manifests: map[string]*metadata.Manifest{}, shards: map[string]bool{}, syncAsked: make(chan string, 16)}
 	for i := range n {
 		f.members = append(f.members, cluster.Member{ID: fmt.Sprintf("n%d", i), State: cluster.StateAlive,
 			Since: time.Unix(100, 0), Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: fmt.Sprintf("a%d", i), Boot: 1}})
@@ -195,6 +200,21 @@ func TestNoteReturns(t *testing.T) {
 		if got := kicked(); got != st.want {
 			t.Errorf("%s: sync started %v, want %v", st.name, got, st.want)
 		}
+		if st.want { // the returned server is asked to sync too
+			select {
+			case addr := <-f.syncAsked:
+				if addr != "a2" {
+					t.Errorf("%s: asked %s to sync, want a2", st.name, addr)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("%s: the returned server was not asked to sync", st.name)
+			}
+		}
+	}
+	select {
+	case addr := <-f.syncAsked:
+		t.Errorf("%s asked to sync when nothing came back", addr)
+	default:
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -258,41 +259,92 @@ func TestRepairServerBackAfterGrace(t *testing.T) {
 	l.waitRepaired(t, 30*time.Second)
 
 	const x = 5
-	xID, xAddr := d.info.Shards[x].ID, d.info.Shards[x].Addr
-	type ref struct {
-		file string
-		idx  int
-	}
-	var held []ref // x's shard files
-	for _, o := range l.objects() {
-		m := l.manifest(t, o)
-		if idx := slices.Index(m.Placement, xID); idx >= 0 {
-			for _, p := range m.Parts {
-				held = append(held, ref{p.ID, idx})
-			}
-		}
-	}
-	if len(held) == 0 {
-		t.Fatalf("server %d holds no shards", x)
-	}
+	held := l.shardsOn(t, x)
 	args := d.shardArgs(x)
 	l.kill(t, x)
-	l.waitDownSeen(t, xID)
+	l.waitDownSeen(t, d.info.Shards[x].ID)
 	l.waitRepaired(t, 60*time.Second)
 	l.checkPlacement(t) // nothing placed on x any more
 
 	d.restartShard(x, args)
 	delete(l.dead, x)
 	waitFor(t, 20*time.Second, "the gateway to see the server back", func() bool { return d.deadShards(t) == 0 })
-	back := time.Now()
+	l.waitDropped(t, x, held)
+}
 
+// A shard server paused (SIGSTOP: a VM stall, a process starved of CPU)
+// for longer than the grace is called dead; its shards are rebuilt
+// elsewhere. When it runs again it has not restarted, and it may not have
+// seen anyone die: it must still learn of the switches it missed (the
+// peers that see it back ask it to sync), take the switched manifests and
+// drop the shard files no longer placed on it.
+func TestRepairServerPausedPastGrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e")
+	}
+	d := startDev(t, "--repair-grace", "3s", "--gc-delay", "2s")
+	l := newLifecycle(t, d)
+	l.fill(t, 2, []int64{1000, 200 << 10, 1<<20 + 7})
+	l.waitRepaired(t, 30*time.Second)
+
+	const x = 7
+	held := l.shardsOn(t, x)
+	pid := d.info.Shards[x].PID
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	l.dead[x] = true
+	l.waitDownSeen(t, d.info.Shards[x].ID)
+	l.waitRepaired(t, 60*time.Second)
+	l.checkPlacement(t)
+
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	delete(l.dead, x)
+	waitFor(t, 30*time.Second, "the gateway to see the server back", func() bool { return d.deadShards(t) == 0 })
+	l.waitDropped(t, x, held)
+}
+
+// shardRef names one shard file of a server.
+type shardRef struct {
+	file string
+	idx  int
+}
+
+// shardsOn lists the shard files the objects' manifests place on server x.
+func (l *lifecycle) shardsOn(t *testing.T, x int) []shardRef {
+	t.Helper()
+	var held []shardRef
+	for _, o := range l.objects() {
+		m := l.manifest(t, o)
+		if idx := slices.Index(m.Placement, l.d.info.Shards[x].ID); idx >= 0 {
+			for _, p := range m.Parts {
+				held = append(held, shardRef{p.ID, idx})
+			}
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("server %d holds no shards", x)
+	}
+	return held
+}
+
+// waitDropped waits until server x, back after its shards were rebuilt
+// elsewhere, has dropped every one of them (held) while the rebuilt
+// copies stay whole, and holds the repaired manifest versions.
+func (l *lifecycle) waitDropped(t *testing.T, x int, held []shardRef) {
+	t.Helper()
+	xAddr := l.d.info.Shards[x].Addr
+	back := time.Now()
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		// The rebuilt copies stay whole whatever x has dropped so far.
 		if err := l.placementErr(true); err != nil {
 			t.Fatalf("with server %d back: %v", x, err)
 		}
-		var kept []ref
+		var kept []shardRef
 		for _, r := range held {
 			_, err := l.sc.StatShard(context.Background(), xAddr, r.file, r.idx)
 			switch {

@@ -158,6 +158,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle(shardrpc.PathRepairStatus, requireSecret(f.secret, worker.Handler()))
+	mux.Handle(shardrpc.PathRepairSync, requireSecret(f.secret, worker.SyncHandler()))
 	mux.Handle("/", srv.Handler())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)

@@ -9,6 +9,10 @@ import (
 // repair worker.
 const PathRepairStatus = "/v1/repair/status"
 
+// PathRepairSync answers POST by starting the server's manifest sync: a
+// peer saw it come back, so it may have missed manifest switches.
+const PathRepairSync = "/v1/repair/sync"
+
 // RepairStatus is one shard server's view of redundancy and repair. Each
 // stripe group is counted by exactly one server, its coordinator (the
 // first live server of its placement), so a cluster total is the sum over
@@ -104,4 +108,10 @@ func (c *Client) RepairStatus(ctx context.Context, addr string) (RepairStatus, e
 	var st RepairStatus
 	err := c.call(ctx, addr, "repair status", http.MethodGet, PathRepairStatus, nil, nil, &st)
 	return st, err
+}
+
+// RequestSync asks the server at addr to sync its manifests with its
+// placement peers.
+func (c *Client) RequestSync(ctx context.Context, addr string) error {
+	return c.call(ctx, addr, "request manifest sync", http.MethodPost, PathRepairSync, nil, nil, nil)
 }
