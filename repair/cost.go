@@ -297,11 +297,19 @@ func (c Cost) Add(o Cost) Cost {
 // durable write rate plus fsyncs, one at a time).
 //
 // A job's time in the pool is its idle time, or, when the host's cores are
-// shared, its CPU at the slice one running job gets (every server on the
-// host running as many jobs as this one), whichever is longer: a server
-// with little to repair still waits for its few jobs, each as slow as the
-// crowd makes it.
-func (cm CostModel) Batch(jobs []Cost, workers int, share float64) float64 {
+// shared, its CPU at this server's share of them, whichever is longer: a
+// server with little to repair still waits for its few jobs, each slowed
+// by the others' work.
+//
+// peers, when known, are the CPU (core-seconds) of the batches the other
+// servers of the host run meanwhile. The cores are then shared as a
+// processor-sharing queue rather than in equal shares: this batch, of CPU
+// c, ends when the host has done c of its own and min(c, p) of each
+// peer's, since a peer with less than c to do finishes first and leaves
+// its cores to the rest. That is what a host whose failures hit a few
+// coordinators hard (large multipart objects) does; equal shares would
+// predict the heaviest server several times too slow.
+func (cm CostModel) Batch(jobs []Cost, workers int, share float64, peers []float64) float64 {
 	if len(jobs) == 0 {
 		return 0
 	}
@@ -309,9 +317,12 @@ func (cm CostModel) Batch(jobs []Cost, workers int, share float64) float64 {
 	if share <= 0 || share > 1 {
 		share = 1
 	}
-	slice := 0.0 // cores one running job gets
+	slice := 0.0 // cores one job can count on
 	if cm.Cores > 0 {
-		slice = cm.Cores * share / float64(workers)
+		slice = cm.Cores * share
+		if peers != nil {
+			slice = cm.Cores // bounded by the shared cores term below
+		}
 	}
 	var sum, longest, cpu, disk float64
 	for _, c := range jobs {
@@ -322,9 +333,19 @@ func (cm CostModel) Batch(jobs []Cost, workers int, share float64) float64 {
 		disk += div(c.Written, cm.Default.DiskWrite) + c.Fsyncs*cm.Fsync.Seconds()
 	}
 	pool := math.Max(sum/float64(workers), longest)
-	cores := 0.0
-	if cm.Cores > 0 {
+	cores, diskShare := 0.0, share
+	switch {
+	case cm.Cores > 0 && peers != nil:
+		host := cpu
+		for _, p := range peers {
+			host += math.Min(p, cpu)
+		}
+		cores = host / cm.Cores
+		if host > 0 {
+			diskShare = cpu / host // the peers' disk work taken as in proportion to their CPU
+		}
+	case cm.Cores > 0:
 		cores = cpu / (cm.Cores * share)
 	}
-	return maxf(pool, cores, disk/share)
+	return maxf(pool, cores, disk/diskShare)
 }

@@ -82,6 +82,7 @@ func TestBatch(t *testing.T) {
 		jobs    []Cost
 		workers int
 		share   float64
+		peers   []float64
 		want    float64
 	}{
 		{name: "nothing", want: 0},
@@ -89,13 +90,17 @@ func TestBatch(t *testing.T) {
 		{name: "pool: 8 jobs on 4 workers, cores to spare", jobs: many(8), workers: 4, share: 1, want: 2},
 		{name: "shared cores: 10 servers on 2 cores", jobs: many(8), workers: 4, share: 0.1, want: 8 * 0.5 / (2 * 0.1)},
 		{name: "bad share is 1", jobs: many(8), workers: 4, share: 0, want: 2},
-		// One job among 10 servers x 4 workers gets 2 cores / 40: its
-		// 0.5 core-seconds take 10 s, longer than the cores' 0.5/0.2.
-		{name: "a lone job is as slow as the crowd", jobs: many(1), workers: 4, share: 0.1, want: 0.5 / (2 * 0.1 / 4)},
+		// One job of a server sharing 2 cores with 9 others gets 0.2
+		// cores: its 0.5 core-seconds take 2.5 s, longer than its 1 s idle.
+		{name: "a lone job is slowed by the crowd", jobs: many(1), workers: 4, share: 0.1, want: 0.5 / (2 * 0.1)},
+		// 8 jobs (4 core-seconds) beside peers with 1, 1 and 9: the host
+		// does 4 + 1 + 1 + 4 before this batch ends, on 2 cores.
+		{name: "peers known: processor sharing", jobs: many(8), workers: 4, share: 0.25, peers: []float64{1, 1, 9}, want: 10.0 / 2},
+		{name: "peers known, all idle: the whole host", jobs: many(8), workers: 4, share: 0.25, peers: []float64{0, 0, 0}, want: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := cm.Batch(tc.jobs, tc.workers, tc.share)
+			got := cm.Batch(tc.jobs, tc.workers, tc.share, tc.peers)
 			if math.Abs(got-tc.want) > 1e-6*math.Max(1, tc.want) {
 				t.Errorf("Batch = %v, want %v", got, tc.want)
 			}

@@ -84,7 +84,7 @@ func (w *Worker) Status() shardrpc.RepairStatus {
 	for _, j := range w.queue {
 		queued = append(queued, j.cost)
 	}
-	st.Repair.Remaining = w.model().Batch(queued, w.cfg.Workers, w.lastShare)
+	st.Repair.Remaining = w.model().Batch(queued, w.cfg.Workers, w.lastShare, w.peerList())
 	if w.batch != nil {
 		b := *w.batch
 		b.Elapsed = w.now().Sub(w.batchT0).Seconds()

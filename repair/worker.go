@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
 	"github.com/regen-s3/regen/codec"
@@ -155,6 +156,9 @@ type Worker struct {
 	batchCosts []Cost
 	// lastShare is share() as of the last scan or enqueue.
 	lastShare float64
+	// peerCPU: the largest batch CPU each server of this host reported
+	// during the current batch (hostPeers); nil when it has none.
+	peerCPU map[string]float64
 	// prevNodes is each node's state at the last scan.
 	prevNodes map[string]nodeMark
 	// modelMu guards cfg.Model, which calibration refines while the
@@ -484,6 +488,7 @@ func (w *Worker) scan(ctx context.Context) error {
 	for _, j := range found {
 		w.enqueue(j)
 	}
+	w.hostPeers(ctx, v)
 	return nil
 }
 
@@ -631,7 +636,8 @@ func (w *Worker) enqueue(j *job) bool {
 	w.batch.Jobs++
 	w.lastShare = share
 	w.batchCosts = append(w.batchCosts, j.cost)
-	w.batch.Predicted = w.model().Batch(w.batchCosts, w.cfg.Workers, share)
+	w.batch.CPU += j.cost.CPU
+	w.batch.Predicted = w.model().Batch(w.batchCosts, w.cfg.Workers, share, w.peerList())
 	w.m.queued.Set(float64(w.counts.Queued))
 	select {
 	case w.wake <- struct{}{}:
@@ -759,7 +765,7 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 	}
 	if len(w.queue) == 0 && w.counts.Running == 0 && w.batch != nil {
 		w.batch.Elapsed = w.now().Sub(w.batchT0).Seconds()
-		w.last, w.batch, w.batchCosts = w.batch, nil, nil
+		w.last, w.batch, w.batchCosts, w.peerCPU = w.batch, nil, nil, nil
 		w.log.Info("repair batch finished", "jobs", w.last.Jobs, "seconds", w.last.Elapsed, "predicted", w.last.Predicted, "bytes", w.last.Bytes)
 	}
 	w.mu.Unlock()
@@ -814,4 +820,87 @@ func hostOf(addr string) string {
 		return h
 	}
 	return addr
+}
+
+// statusGetter reads a peer's repair status (*shardrpc.Client has it).
+type statusGetter interface {
+	RepairStatus(ctx context.Context, addr string) (shardrpc.RepairStatus, error)
+}
+
+// hostPeers, while a batch runs, asks the other live shard servers of
+// this host how much repair CPU their batches hold, and predicts the
+// batch again with them (Batch's processor sharing). A server that alone
+// on its host asks nobody. Each peer's largest figure during the batch is
+// kept, so a peer finishing early does not shorten the prediction: it is
+// revised for work the host was given, never for progress made.
+func (w *Worker) hostPeers(ctx context.Context, v nodeView) {
+	w.mu.Lock()
+	open, t0 := w.batch != nil, w.batchT0
+	w.mu.Unlock()
+	sg, ok := w.shards.(statusGetter)
+	if !open || !ok {
+		return
+	}
+	host := hostOf(v.nodes[v.self].Addr)
+	var mu sync.Mutex
+	got := map[string]float64{}
+	var g errgroup.Group
+	for id, ni := range v.nodes {
+		if id == v.self || !ni.Live || hostOf(ni.Addr) != host {
+			continue
+		}
+		g.Go(func() error {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			st, err := sg.RepairStatus(cctx, ni.Addr)
+			if err != nil {
+				return nil
+			}
+			cpu := 0.0
+			if st.Batch != nil {
+				cpu = st.Batch.CPU
+			} else if b := st.Last; b != nil && overlaps(b, t0) {
+				cpu = b.CPU // done already, but it ran beside this batch
+			}
+			mu.Lock()
+			got[id] = cpu
+			mu.Unlock()
+			return nil
+		})
+	}
+	g.Wait()
+	if len(got) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.batch == nil {
+		return
+	}
+	if w.peerCPU == nil {
+		w.peerCPU = map[string]float64{}
+	}
+	for id, c := range got {
+		w.peerCPU[id] = max(w.peerCPU[id], c)
+	}
+	w.batch.Predicted = w.model().Batch(w.batchCosts, w.cfg.Workers, w.lastShare, w.peerList())
+}
+
+// peerList returns the host peers' batch CPU for Batch (nil: unknown, so
+// Batch assumes equal shares); w.mu is held.
+func (w *Worker) peerList() []float64 {
+	if w.peerCPU == nil {
+		return nil
+	}
+	out := make([]float64, 0, len(w.peerCPU))
+	for _, c := range w.peerCPU {
+		out = append(out, c)
+	}
+	return out
+}
+
+// overlaps reports whether the finished batch b ended after t0.
+func overlaps(b *shardrpc.RepairBatch, t0 time.Time) bool {
+	start, err := time.Parse(time.RFC3339Nano, b.Start)
+	return err == nil && start.Add(time.Duration(b.Elapsed*float64(time.Second))).After(t0)
 }

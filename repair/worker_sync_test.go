@@ -24,6 +24,7 @@ type fakeCluster struct {
 	puts      []string                      // addrs given a manifest
 	local     *metadata.Manifest
 	syncAsked chan string // addrs asked to sync their manifests
+	batchCPU  map[string]float64 // addr -> its open repair batch's CPU
 }
 
 func (f *fakeCluster) Members() []cluster.Member {
@@ -64,6 +65,15 @@ func (s shardAPI) GetManifest(_ context.Context, addr, bucket, key string) (*met
 		return m, nil
 	}
 	return nil, shardrpc.ErrNotFound
+}
+func (s shardAPI) RepairStatus(_ context.Context, addr string) (shardrpc.RepairStatus, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	c, ok := s.f.batchCPU[addr]
+	if !ok {
+		return shardrpc.RepairStatus{}, nil
+	}
+	return shardrpc.RepairStatus{Batch: &shardrpc.RepairBatch{CPU: c}}, nil
 }
 func (s shardAPI) RequestSync(_ context.Context, addr string) error {
 	s.f.syncAsked <- addr

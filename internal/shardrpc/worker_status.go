@@ -90,6 +90,9 @@ type RepairBatch struct {
 	Elapsed   float64 `json:"elapsed_seconds"`
 	Predicted float64 `json:"predicted_seconds"`
 	Bytes     int64   `json:"bytes"`
+	// CPU is the core-seconds the model gives the batch's jobs: servers
+	// sharing a host divide its cores by it (processor sharing).
+	CPU float64 `json:"cpu_seconds,omitempty"`
 }
 
 // RepairEvent is one finished repair, for operators watching.

@@ -1,0 +1,50 @@
+package repair
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+)
+
+// While a batch runs, the worker asks the live servers of its own host
+// for their batch CPU, keeps each one's largest figure, and predicts its
+// batch again with them; servers of other hosts are not asked.
+func TestHostPeersRevisePrediction(t *testing.T) {
+	f := newFakeCluster(5)
+	for i := range f.members {
+		host := "10.0.0.1"
+		if i == 4 {
+			host = "10.0.0.2" // another machine
+		}
+		f.members[i].HTTP = fmt.Sprintf("%s:%d", host, 9000+i)
+	}
+	f.batchCPU = map[string]float64{"10.0.0.1:9001": 3, "10.0.0.1:9002": 0.5, "10.0.0.2:9004": 100}
+	w := newTestWorker(t, f, "n0")
+	w.cfg.Model.Cores = 2
+	w.batch, w.batchT0 = &shardrpc.RepairBatch{}, time.Now()
+	w.batchCosts = []Cost{{Seconds: 0.1, CPU: 1}, {Seconds: 0.1, CPU: 1}}
+	w.lastShare = 0.25
+
+	w.hostPeers(context.Background(), w.view())
+	if want := map[string]float64{"n1": 3, "n2": 0.5, "n3": 0}; !maps.Equal(w.peerCPU, want) {
+		t.Fatalf("peer CPU %v, want %v", w.peerCPU, want)
+	}
+	// 2 core-seconds here, min(2,3) + 0.5 + 0 beside it, on 2 cores.
+	if got, want := w.batch.Predicted, (2+2+0.5)/2.0; got != want {
+		t.Fatalf("predicted %v, want %v", got, want)
+	}
+	// A peer that finished reports less: its largest figure is kept.
+	f.batchCPU["10.0.0.1:9001"] = 0
+	w.hostPeers(context.Background(), w.view())
+	if got := w.peerCPU["n1"]; got != 3 {
+		t.Fatalf("n1 kept %v, want 3", got)
+	}
+	if got := slices.Sorted(maps.Keys(w.peerCPU)); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
+		t.Fatalf("peers %v", got)
+	}
+}
