@@ -328,8 +328,12 @@ func (w *Worker) view() nodeView {
 }
 
 // down reports whether node id is not live, and lost whether its shards
-// count as lost: dead for longer than the grace period (or never seen
-// since this worker started that long ago), or replaced.
+// count as lost: dead for longer than the grace period, or replaced. A node
+// gossip has never shown this worker counts as down, and as lost only once
+// the worker has run for unknownGrace (and the grace): a placement naming
+// it was written by servers that knew it, and right after start-up gossip
+// may simply not have reached this worker yet, while a node that died
+// before the cluster restarted never will.
 func (w *Worker) status(v nodeView, id string) (down, lost bool) {
 	ni, ok := v.nodes[id]
 	if ok && ni.Live {
@@ -338,12 +342,16 @@ func (w *Worker) status(v nodeView, id string) (down, lost bool) {
 	if v.replaced[id] {
 		return true, true
 	}
-	since := w.started
-	if ok {
-		since = v.since[id]
+	if !ok {
+		return true, w.now().Sub(w.started) >= max(w.cfg.Grace, unknownGrace)
 	}
-	return true, w.now().Sub(since) >= w.cfg.Grace
+	return true, w.now().Sub(v.since[id]) >= w.cfg.Grace
 }
+
+// unknownGrace is how long a worker must have run before a placement node
+// gossip never showed it counts as lost: several full gossip state
+// exchanges (push-pull), even on a large or busy cluster.
+const unknownGrace = 2 * time.Minute
 
 // coordinator returns the first live server of a placement.
 func coordinator(v nodeView, pl []string) string {
@@ -415,6 +423,7 @@ func (w *Worker) scan(ctx context.Context) error {
 	}
 	var counts shardrpc.StripeCounts
 	var found []*job
+	unknown := map[string]bool{} // placement nodes gossip never showed this worker
 	err := w.eachManifest(ctx, func(m *metadata.Manifest) error {
 		if coordinator(v, m.Placement) != v.self {
 			return nil
@@ -426,6 +435,9 @@ func (w *Worker) scan(ctx context.Context) error {
 			d, l := w.status(v, id)
 			if d {
 				downs = append(downs, i)
+				if _, known := v.nodes[id]; !known {
+					unknown[id] = true
+				}
 			}
 			if l {
 				lost = append(lost, i)
@@ -466,6 +478,9 @@ func (w *Worker) scan(ctx context.Context) error {
 		return err
 	}
 	// Down servers, and when the first still within the grace turns lost.
+	for id := range unknown {
+		counts.DownSeen = append(counts.DownSeen, id)
+	}
 	for id, ni := range v.nodes {
 		if !ni.Live || ni.Suspect {
 			counts.DownSeen = append(counts.DownSeen, id)

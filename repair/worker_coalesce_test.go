@@ -52,3 +52,29 @@ func TestCoalesceWaitsForFailuresAboutToTurnLost(t *testing.T) {
 		})
 	}
 }
+
+// A placement node gossip never showed this worker is down at once but
+// lost only after unknownGrace: right after start-up gossip may not have
+// reached the worker yet.
+func TestUnknownNodeLostOnlyAfterUnknownGrace(t *testing.T) {
+	t0 := time.Unix(10_000, 0)
+	now := t0
+	w := &Worker{cfg: Config{Grace: 5 * time.Second}, started: t0, now: func() time.Time { return now }}
+	v := nodeView{nodes: map[string]NodeInfo{"known": {ID: "known", Live: true}}, since: map[string]time.Time{}}
+	for _, tc := range []struct {
+		after      time.Duration
+		down, lost bool
+	}{
+		{time.Second, true, false},
+		{10 * time.Second, true, false}, // past the grace, not past unknownGrace
+		{unknownGrace + time.Second, true, true},
+	} {
+		now = t0.Add(tc.after)
+		if d, l := w.status(v, "stranger"); d != tc.down || l != tc.lost {
+			t.Errorf("after %s: down %v lost %v, want %v %v", tc.after, d, l, tc.down, tc.lost)
+		}
+	}
+	if d, _ := w.status(v, "known"); d {
+		t.Error("a live known node is down")
+	}
+}

@@ -77,13 +77,17 @@ func TestRepairPrediction(t *testing.T) {
 	var readers sync.WaitGroup
 	nreaders := 2
 	fmt.Sscan(os.Getenv("REGEN_REPAIR_DEMO_READERS"), &nreaders)
+	readPause := time.Duration(0)
+	if p, err := time.ParseDuration(os.Getenv("REGEN_REPAIR_DEMO_READ_PAUSE")); err == nil {
+		readPause = p
+	}
 	for r := range nreaders {
 		readers.Go(func() {
 			for i := r; ; i += 2 {
 				select {
 				case <-stop:
 					return
-				default:
+				case <-time.After(readPause):
 				}
 				o := objs[(i*7)%len(objs)]
 				rc, err := c.GetObject(context.Background(), o.bucket, o.key, minio.GetObjectOptions{})
@@ -134,8 +138,10 @@ func TestRepairPrediction(t *testing.T) {
 			firstBatch = start
 		}
 	}
+	stuck := false // the state of a slow repair was logged
 	for {
 		time.Sleep(500 * time.Millisecond)
+		slow := !stuck && time.Since(kill) > 2*time.Minute
 		var degraded, queued, running, done, failed int64
 		seen := map[string]int{}
 		var behind []string // workers that have not counted every dead server
@@ -164,12 +170,20 @@ func TestRepairPrediction(t *testing.T) {
 					noteBatch(s.ID, b)
 				}
 			}
+			if slow && (st.Stripes.Degraded > 0 || st.Repair.Queued+st.Repair.Running > 0) {
+				t.Logf("still repairing after 2 minutes: shard %d: stripes %+v repair queued %d running %d done %d failed %d",
+					i, st.Stripes, st.Repair.Queued, st.Repair.Running, st.Repair.Done, st.Repair.Failed)
+				for _, e := range st.Recent[max(0, len(st.Recent)-4):] {
+					t.Logf("   %s %s lost %v took %.2fs: %s", e.Object, e.Method, e.Lost, e.Seconds, e.Err)
+				}
+			}
 			degraded += st.Stripes.Degraded
 			queued += st.Repair.Queued
 			running += st.Repair.Running
 			done += st.Repair.Done
 			failed += st.Repair.Failed
 		}
+		stuck = stuck || slow
 		if started.IsZero() && queued+running+done-before > 0 {
 			started = time.Now()
 			busy0 = hostBusy()
