@@ -23,7 +23,7 @@ type fakeCluster struct {
 	shards    map[string]bool               // addr/file/idx present
 	puts      []string                      // addrs given a manifest
 	local     *metadata.Manifest
-	syncAsked chan string // addrs asked to sync their manifests
+	syncAsked chan string        // addrs asked to sync their manifests
 	batchCPU  map[string]float64 // addr -> its open repair batch's CPU
 }
 
