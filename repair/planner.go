@@ -52,6 +52,9 @@ type NodeInfo struct {
 	Draining bool
 	Rates    Rates // zero fields: CostModel.Default
 	Load     Load  // repair transfers already running on it
+	// Machine: nodes with the same one share a host's CPU and disk
+	// (cluster.Meta.Machine); empty: the address's host stands for it.
+	Machine string
 }
 
 // PlanInput is everything one planning decision depends on. The planner

@@ -314,7 +314,7 @@ func (w *Worker) view() nodeView {
 			continue
 		}
 		ni := NodeInfo{ID: m.ID, Addr: m.HTTP, Live: m.Alive(), Suspect: m.State == cluster.StateSuspect,
-			Replaces: m.Replaces, Zone: m.Zone, Draining: m.Draining, Rates: w.rates[m.ID], Load: Load(w.load[m.ID])}
+			Replaces: m.Replaces, Zone: m.Zone, Draining: m.Draining, Rates: w.rates[m.ID], Load: Load(w.load[m.ID]), Machine: m.Machine}
 		if until, ok := w.shunned[m.ID]; ok && ni.Live && w.now().Before(until) {
 			ni.Suspect = true
 		}
@@ -820,21 +820,26 @@ func (w *Worker) share(v nodeView) float64 {
 	if !ok {
 		return 1
 	}
-	host := hostOf(self.Addr)
+	host := hostOf(self)
 	same := 0
 	for _, ni := range v.nodes {
-		if ni.Live && hostOf(ni.Addr) == host {
+		if ni.Live && hostOf(ni) == host {
 			same++
 		}
 	}
 	return 1 / float64(max(same, 1))
 }
 
-func hostOf(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
+// hostOf names the machine a node runs on: the one it advertises, else
+// its address's host.
+func hostOf(ni NodeInfo) string {
+	if ni.Machine != "" {
+		return "machine:" + ni.Machine
+	}
+	if h, _, err := net.SplitHostPort(ni.Addr); err == nil {
 		return h
 	}
-	return addr
+	return ni.Addr
 }
 
 // statusGetter reads a peer's repair status (*shardrpc.Client has it).
@@ -856,12 +861,12 @@ func (w *Worker) hostPeers(ctx context.Context, v nodeView) {
 	if !open || !ok {
 		return
 	}
-	host := hostOf(v.nodes[v.self].Addr)
+	host := hostOf(v.nodes[v.self])
 	var mu sync.Mutex
 	got := map[string]float64{}
 	var g errgroup.Group
 	for id, ni := range v.nodes {
-		if id == v.self || !ni.Live || hostOf(ni.Addr) != host {
+		if id == v.self || !ni.Live || hostOf(ni) != host {
 			continue
 		}
 		g.Go(func() error {

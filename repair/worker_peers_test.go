@@ -48,3 +48,16 @@ func TestHostPeersRevisePrediction(t *testing.T) {
 		t.Fatalf("peers %v", got)
 	}
 }
+
+// Servers advertising the same machine share a host whatever their
+// addresses (containers); without it the address's host decides.
+func TestHostOf(t *testing.T) {
+	a := NodeInfo{Addr: "172.18.0.2:9000", Machine: "boot-1"}
+	b := NodeInfo{Addr: "172.18.0.3:9000", Machine: "boot-1"}
+	c := NodeInfo{Addr: "172.18.0.4:9000", Machine: "boot-2"}
+	d := NodeInfo{Addr: "10.0.0.1:9000"}
+	e := NodeInfo{Addr: "10.0.0.1:9001"}
+	if hostOf(a) != hostOf(b) || hostOf(a) == hostOf(c) || hostOf(d) != hostOf(e) || hostOf(d) == hostOf(a) {
+		t.Fatalf("hosts: %q %q %q %q %q", hostOf(a), hostOf(b), hostOf(c), hostOf(d), hostOf(e))
+	}
+}

@@ -73,7 +73,7 @@ func (s *devSupervisor) launch(c *devChild, args []string) error {
 	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Children die with the dev process, however it ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err

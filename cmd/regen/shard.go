@@ -138,7 +138,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	ccfg := cluster.Config{
 		NodeID: id, BindAddr: host, BindPort: port, Join: f.join, Secret: f.secret, Profile: f.profile, Logger: log,
 	}
-	meta = cluster.Meta{Role: cluster.RoleShard, HTTP: httpAddr, Zone: f.zone, Replaces: f.replaces, Capacity: diskCapacity(f.data), Draining: draining, Boot: time.Now().UnixNano()}
+	meta = cluster.Meta{Role: cluster.RoleShard, HTTP: httpAddr, Zone: f.zone, Replaces: f.replaces, Capacity: diskCapacity(f.data), Draining: draining, Boot: time.Now().UnixNano(), Machine: machineID()}
 	ccfg.Meta = meta
 	if f.advertise != "" {
 		if ccfg.AdvertiseAddr, ccfg.AdvertisePort, err = splitHostPort("advertise", f.advertise); err != nil {

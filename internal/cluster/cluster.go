@@ -58,6 +58,10 @@ type Meta struct {
 	// even one too quick for the others to see the node die, so peers
 	// know it may have missed writes.
 	Boot int64 `json:"b,omitempty"`
+	// Machine identifies the machine (kernel) the node runs on: servers
+	// with the same one share its CPU and disk, whatever their addresses
+	// (containers of one host each have their own IP). Empty if unknown.
+	Machine string `json:"m,omitempty"`
 }
 
 // Member is one node of the cluster.
