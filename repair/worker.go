@@ -233,7 +233,8 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 	}
 	w := &Worker{
 		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
-		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath, calibrateDir: opt.CalibrateDir, dataPathBytes: opt.DataPathBytes, writtenBytes: opt.WrittenBytes,
+		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath, calibrateDir: opt.CalibrateDir,
+		dataPathBytes: opt.DataPathBytes, writtenBytes: opt.WrittenBytes,
 		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
 		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{}, shunned: map[string]time.Time{},
 		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
