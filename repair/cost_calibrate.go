@@ -300,8 +300,8 @@ func (w *Worker) setModel(cm CostModel) {
 	w.modelMu.Unlock()
 }
 
-// recalibrateDisk re-measures the disk now and then while the server is
-// quiet (no repair running or queued, next to no data-path traffic) and
+// recalibrateDisk re-measures the disk now and then while the server's
+// disk is quiet (no repair running or queued, no shard writes: diskBusy) and
 // keeps the best rates seen. The first measurement at start-up is taken
 // while every shard server of the host starts and measures at the same
 // moment, so it sees their contention (fsyncs 10-50x slower than idle);

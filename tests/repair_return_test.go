@@ -253,18 +253,12 @@ func TestRepairServerBackAfterGrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e")
 	}
-	d := startDev(t, "--repair-grace", "3s", "--gc-delay", "2s")
-	l := newLifecycle(t, d)
-	l.fill(t, 3, []int64{1000, 200 << 10, 1<<20 + 7})
-	l.waitRepaired(t, 30*time.Second)
-
+	d, l := startReturnCluster(t, 3)
 	const x = 5
 	held := l.shardsOn(t, x)
 	args := d.shardArgs(x)
 	l.kill(t, x)
-	l.waitDownSeen(t, d.info.Shards[x].ID)
-	l.waitRepaired(t, 60*time.Second)
-	l.checkPlacement(t) // nothing placed on x any more
+	l.waitRebuiltElsewhere(t, x)
 
 	d.restartShard(x, args)
 	delete(l.dead, x)
@@ -282,11 +276,7 @@ func TestRepairServerPausedPastGrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e")
 	}
-	d := startDev(t, "--repair-grace", "3s", "--gc-delay", "2s")
-	l := newLifecycle(t, d)
-	l.fill(t, 2, []int64{1000, 200 << 10, 1<<20 + 7})
-	l.waitRepaired(t, 30*time.Second)
-
+	d, l := startReturnCluster(t, 2)
 	const x = 7
 	held := l.shardsOn(t, x)
 	pid := d.info.Shards[x].PID
@@ -295,9 +285,7 @@ func TestRepairServerPausedPastGrace(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	l.dead[x] = true
-	l.waitDownSeen(t, d.info.Shards[x].ID)
-	l.waitRepaired(t, 60*time.Second)
-	l.checkPlacement(t)
+	l.waitRebuiltElsewhere(t, x)
 
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -305,6 +293,27 @@ func TestRepairServerPausedPastGrace(t *testing.T) {
 	delete(l.dead, x)
 	waitFor(t, 30*time.Second, "the gateway to see the server back", func() bool { return d.deadShards(t) == 0 })
 	l.waitDropped(t, x, held)
+}
+
+// startReturnCluster starts a dev cluster with a short grace and GC delay,
+// fills the return buckets with per objects of each of three sizes and
+// waits until they are whole.
+func startReturnCluster(t *testing.T, per int) (*devCluster, *lifecycle) {
+	t.Helper()
+	d := startDev(t, "--repair-grace", "3s", "--gc-delay", "2s")
+	l := newLifecycle(t, d)
+	l.fill(t, per, []int64{1000, 200 << 10, 1<<20 + 7})
+	l.waitRepaired(t, 30*time.Second)
+	return d, l
+}
+
+// waitRebuiltElsewhere waits, server x being gone, until every worker has
+// counted it down and its shards are rebuilt: nothing is placed on it.
+func (l *lifecycle) waitRebuiltElsewhere(t *testing.T, x int) {
+	t.Helper()
+	l.waitDownSeen(t, l.d.info.Shards[x].ID)
+	l.waitRepaired(t, 60*time.Second)
+	l.checkPlacement(t)
 }
 
 // shardRef names one shard file of a server.
