@@ -33,6 +33,8 @@ type Clay struct {
 	mu          sync.Mutex
 	decoders    map[string]*innerDecoder
 	runs        []runEncoder
+	prog        *clayProgram
+	zero        []byte // read-only zeros: the C of virtual nodes
 	plans       *planner
 	scratch     sync.Pool
 }
@@ -128,6 +130,16 @@ func (c *Clay) internal(shard int) int {
 }
 
 func (c *Clay) digit(z, y int) int { return z / c.pw[y] % c.q }
+
+// zeros returns n zero bytes, shared and never written.
+func (c *Clay) zeros(n int) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.zero) < n {
+		c.zero = make([]byte, max(n, 2*len(c.zero)))
+	}
+	return c.zero[:n]
+}
 
 // swap returns z with digit y replaced by x.
 func (c *Clay) swap(z, y, x int) int { return z + (x-c.digit(z, y))*c.pw[y] }

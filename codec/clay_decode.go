@@ -230,7 +230,7 @@ func (c *Clay) uncouple(cb, u [][]byte, isErased []bool, e, z, sc int) {
 func (c *Clay) layout(shards [][]byte, L int, alloc func(i int) []byte) (cb [][]byte, erased []int) {
 	cb = make([][]byte, c.n+c.nu)
 	if c.nu > 0 {
-		zero := make([]byte, L)
+		zero := c.zeros(L)
 		for a := c.k; a < c.k+c.nu; a++ {
 			cb[a] = zero
 		}

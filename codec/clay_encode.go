@@ -57,6 +57,14 @@ func (c *Clay) encode(cb [][]byte, sc int) error {
 	if sc == 0 {
 		return nil
 	}
+	if hasGFNI && c.m <= gfniMaxRows {
+		return c.encodeGFNI(cb, sc)
+	}
+	return c.encodeFused(cb, sc)
+}
+
+// encodeFused is encode on the library's kernels.
+func (c *Clay) encodeFused(cb [][]byte, sc int) error {
 	runs, err := c.runEncoders()
 	if err != nil {
 		return err

@@ -1,0 +1,109 @@
+package codec
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// The reedsolomon library's custom-matrix encoders pay ~150 ns per call
+// before any work (they rebuild their GFNI tables and allocate each time).
+// That is nothing at 64 KiB, but a Clay stripe of 1 KiB sub-chunks is a
+// few hundred small matrix products, and the fixed cost would exceed the
+// work. gfniBatch is our own kernel for that shape: one matrix, converted
+// to GFNI bit matrices once, applied to many tasks (each its own input and
+// output slices) in a single assembly call.
+
+// gfniBatch is a rows x cols GF(2^8) matrix ready for the kernels.
+type gfniBatch struct {
+	rows, cols int
+	bits       []uint64 // column-major: bits[j*rows+i] multiplies input j into output i
+}
+
+func newGFNIBatch(m [][]byte) (*gfniBatch, error) {
+	if len(m) == 0 || len(m) > gfniMaxRows {
+		return nil, fmt.Errorf("codec: gfni batch of %d rows (at most %d)", len(m), gfniMaxRows)
+	}
+	b := &gfniBatch{rows: len(m), cols: len(m[0]), bits: make([]uint64, len(m)*len(m[0]))}
+	for i, row := range m {
+		if len(row) != b.cols {
+			return nil, fmt.Errorf("codec: gfni batch row %d has %d columns, want %d", i, len(row), b.cols)
+		}
+		for j, c := range row {
+			b.bits[j*b.rows+i] = gfniMatrix(c)
+		}
+	}
+	return b, nil
+}
+
+// gfniMatrix is multiplication by c as the 8x8 bit matrix of
+// VGF2P8AFFINEQB: byte 7-i of the result selects the input bits whose
+// products with c have bit i set.
+func gfniMatrix(c byte) uint64 {
+	var m uint64
+	for i := 0; i < 8; i++ {
+		var row byte
+		for j := 0; j < 8; j++ {
+			if gfMul(c, 1<<j)>>i&1 != 0 {
+				row |= 1 << j
+			}
+		}
+		m |= uint64(row) << (8 * (7 - i))
+	}
+	return m
+}
+
+// run applies the matrix to every task in ptrs: task t is
+// ptrs[t*(cols+rows):], cols input pointers then rows output pointers, each
+// addressing n bytes. Outputs are overwritten, and a task's outputs may
+// alias its inputs. Only call when hasGFNI.
+func (b *gfniBatch) run(n int, ptrs []unsafe.Pointer) {
+	if n > 0 && len(ptrs) > 0 {
+		gfniMulRows(b.rows, &b.bits[0], b.cols, n, &ptrs[0], tasks(len(ptrs), b.cols+b.rows))
+	}
+}
+
+// runCoupled is run with inputs computed from coupled pairs on the fly:
+// input j of task t is the pointer pair ptrs[t*(2*cols+rows)+2j:][:2] =
+// [A, B] and kinds[t*cols+j] selects A (0), A+B (1) or A+lo*B (2), lo a
+// gfniMatrix; the rows output pointers follow the 2*cols inputs.
+func (b *gfniBatch) runCoupled(n int, ptrs []unsafe.Pointer, kinds []byte, lo uint64) {
+	if n == 0 || len(kinds) == 0 {
+		return
+	}
+	t := tasks(len(kinds), b.cols)
+	if len(ptrs) != t*(2*b.cols+b.rows) {
+		panic(fmt.Sprintf("codec: coupled gfni batch of %d tasks has %d pointers", t, len(ptrs)))
+	}
+	gfniClayRows(b.rows, &b.bits[0], b.cols, n, &ptrs[0], &kinds[0], t, lo)
+}
+
+// The lane kernels below are the coupled-pair transforms of Clay, with at
+// most one multiply per position; m is a gfniMatrix.
+
+// xorRun computes o = a+b per task [a, b, o].
+func xorRun(n int, ptrs []unsafe.Pointer) {
+	if n > 0 && len(ptrs) > 0 {
+		gfniXor(n, &ptrs[0], tasks(len(ptrs), 3))
+	}
+}
+
+// xorMulRun computes o = a+m*b per task [a, b, o].
+func xorMulRun(m uint64, n int, ptrs []unsafe.Pointer) {
+	if n > 0 && len(ptrs) > 0 {
+		gfniXorMul(m, n, &ptrs[0], tasks(len(ptrs), 3))
+	}
+}
+
+// pairCRun computes o1 = m*(a+b), then o0 = a+o1, per task [a, b, o0, o1].
+func pairCRun(m uint64, n int, ptrs []unsafe.Pointer) {
+	if n > 0 && len(ptrs) > 0 {
+		gfniPairC(m, n, &ptrs[0], tasks(len(ptrs), 4))
+	}
+}
+
+func tasks(ptrs, stride int) int {
+	if ptrs%stride != 0 {
+		panic(fmt.Sprintf("codec: gfni batch of %d pointers, not a multiple of %d", ptrs, stride))
+	}
+	return ptrs / stride
+}

@@ -1,0 +1,31 @@
+//go:build !amd64 || purego
+
+package codec
+
+import "unsafe"
+
+// Without the amd64 kernels every caller takes the library path.
+const (
+	hasGFNI     = false
+	gfniMaxRows = 0
+)
+
+func gfniMulRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int) {
+	panic("codec: gfni kernels are not built for this platform")
+}
+
+func gfniXor(n int, ptrs *unsafe.Pointer, tasks int) {
+	panic("codec: gfni kernels are not built for this platform")
+}
+
+func gfniXorMul(mat uint64, n int, ptrs *unsafe.Pointer, tasks int) {
+	panic("codec: gfni kernels are not built for this platform")
+}
+
+func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int) {
+	panic("codec: gfni kernels are not built for this platform")
+}
+
+func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {
+	panic("codec: gfni kernels are not built for this platform")
+}
