@@ -91,6 +91,56 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkEncodeChunk1M encodes stripes of the gateway's default 1 MiB
+// shard chunk (rounded down to a multiple of alpha), so each Clay shape
+// runs at the sub-chunk size it gets in production: clay-6-3 ~38 KiB,
+// clay-8-4 16 KiB, clay-10-4 4 KiB, clay-10-10 ~10 KiB.
+func BenchmarkEncodeChunk1M(b *testing.B) {
+	for _, s := range benchShapes {
+		for _, fam := range []string{"rs", "clay"} {
+			c, err := Parse(fmt.Sprintf("%s-%d-%d", fam, s[0], s[1]))
+			if err != nil {
+				b.Fatal(err)
+			}
+			chunk := 1<<20 - (1<<20)%c.ShardMultiple()
+			b.Run(c.Name(), func(b *testing.B) {
+				sh := stripe(b, c, chunk, 1)
+				cm := startCPU(b, int64(c.DataShards()*chunk))
+				for range b.N {
+					if err := c.Encode(sh); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cm.stop(b)
+			})
+		}
+	}
+}
+
+// BenchmarkClayEncodeLibrary is Clay encode on the library's fused
+// encoders, the path of CPUs without AVX-512 GFNI, at the same stripes as
+// BenchmarkEncodeChunk1M: the baseline the batched kernels replace.
+func BenchmarkClayEncodeLibrary(b *testing.B) {
+	for _, s := range benchShapes {
+		c, err := NewClay(s[0], s[1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		chunk := 1<<20 - (1<<20)%c.ShardMultiple()
+		b.Run(c.Name(), func(b *testing.B) {
+			sh := stripe(b, c, chunk, 1)
+			cb, _ := c.layout(sh, chunk, nil)
+			cm := startCPU(b, int64(c.DataShards()*chunk))
+			for range b.N {
+				if err := c.encodeFused(cb, chunk/c.alpha); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cm.stop(b)
+		})
+	}
+}
+
 // BenchmarkDecode erases the first m data shards.
 func BenchmarkDecode(b *testing.B) {
 	for _, bc := range benchCases(b) {

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -103,20 +104,26 @@ func (c *Clay) encodeGFNI(cb [][]byte, sc int) error {
 		return err
 	}
 	kk, q := c.k+c.nu, c.q
+	// Every stored C buffer holds alpha*sc bytes (checked by Encode and
+	// decode), so a ref's pointer is its node's base plus z*sc.
 	zero := c.zeros(sc)
+	var bases [maxRSShards]unsafe.Pointer
+	for a, b := range cb {
+		bases[a] = unsafe.Pointer(unsafe.SliceData(b))
+	}
 	pp := encodePtrs.Get().(*[]unsafe.Pointer)
 	defer encodePtrs.Put(pp)
-	ptrs := (*pp)[:0]
+	ptrs := slices.Grow((*pp)[:0], len(p.planes)+len(p.pairs))
 	for _, r := range p.planes {
 		if r.zero {
 			ptrs = append(ptrs, unsafe.Pointer(&zero[0]))
 		} else {
-			ptrs = append(ptrs, unsafe.Pointer(&cb[r.a][int(r.z)*sc]))
+			ptrs = append(ptrs, unsafe.Add(bases[r.a], int(r.z)*sc))
 		}
 	}
 	planes := len(ptrs)
 	for _, r := range p.pairs {
-		ptrs = append(ptrs, unsafe.Pointer(&cb[r.a][int(r.z)*sc]))
+		ptrs = append(ptrs, unsafe.Add(bases[r.a], int(r.z)*sc))
 	}
 	perPlane, perRun := 2*kk+c.m, 2*q*(q-1)
 	tile := max(1, encodeTile/(q*c.m*sc)) // runs

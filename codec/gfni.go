@@ -52,18 +52,8 @@ func gfniMatrix(c byte) uint64 {
 	return m
 }
 
-// run applies the matrix to every task in ptrs: task t is
-// ptrs[t*(cols+rows):], cols input pointers then rows output pointers, each
-// addressing n bytes. Outputs are overwritten, and a task's outputs may
-// alias its inputs. Only call when hasGFNI.
-func (b *gfniBatch) run(n int, ptrs []unsafe.Pointer) {
-	if n > 0 && len(ptrs) > 0 {
-		gfniMulRows(b.rows, &b.bits[0], b.cols, n, &ptrs[0], tasks(len(ptrs), b.cols+b.rows))
-	}
-}
-
-// runCoupled is run with inputs computed from coupled pairs on the fly:
-// input j of task t is the pointer pair ptrs[t*(2*cols+rows)+2j:][:2] =
+// runCoupled applies the matrix to every task, with inputs computed from
+// coupled pairs on the fly: input j of task t is the pointer pair ptrs[t*(2*cols+rows)+2j:][:2] =
 // [A, B] and kinds[t*cols+j] selects A (0), A+B (1) or A+lo*B (2), lo a
 // gfniMatrix; the rows output pointers follow the 2*cols inputs.
 func (b *gfniBatch) runCoupled(n int, ptrs []unsafe.Pointer, kinds []byte, lo uint64) {
@@ -79,20 +69,6 @@ func (b *gfniBatch) runCoupled(n int, ptrs []unsafe.Pointer, kinds []byte, lo ui
 
 // The lane kernels below are the coupled-pair transforms of Clay, with at
 // most one multiply per position; m is a gfniMatrix.
-
-// xorRun computes o = a+b per task [a, b, o].
-func xorRun(n int, ptrs []unsafe.Pointer) {
-	if n > 0 && len(ptrs) > 0 {
-		gfniXor(n, &ptrs[0], tasks(len(ptrs), 3))
-	}
-}
-
-// xorMulRun computes o = a+m*b per task [a, b, o].
-func xorMulRun(m uint64, n int, ptrs []unsafe.Pointer) {
-	if n > 0 && len(ptrs) > 0 {
-		gfniXorMul(m, n, &ptrs[0], tasks(len(ptrs), 3))
-	}
-}
 
 // pairCRun computes o1 = m*(a+b), then o0 = a+o1, per task [a, b, o0, o1].
 func pairCRun(m uint64, n int, ptrs []unsafe.Pointer) {

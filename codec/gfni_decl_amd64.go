@@ -9,54 +9,6 @@ import "unsafe"
 const gfniMaxRows = 16
 
 //go:noescape
-func gfniMul1(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul2(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul3(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul4(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul5(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul6(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul7(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul8(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul9(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul10(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul11(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul12(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul13(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul14(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul15(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
-func gfniMul16(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)
-
-//go:noescape
 func gfniClay1(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
 
 //go:noescape
@@ -104,60 +56,10 @@ func gfniClay15(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte,
 //go:noescape
 func gfniClay16(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
 
-// gfniXor computes, per task [a, b, o]: o = a+b.
-//
-//go:noescape
-func gfniXor(n int, ptrs *unsafe.Pointer, tasks int)
-
-// gfniXorMul computes, per task [a, b, o]: o = a+M*b.
-//
-//go:noescape
-func gfniXorMul(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)
-
 // gfniPairC computes, per task [a, b, o0, o1]: o1 = M*(a+b), o0 = a+o1.
 //
 //go:noescape
 func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)
-
-// gfniMulRows runs the matrix kernel for rows outputs (1..gfniMaxRows).
-func gfniMulRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int) {
-	switch rows {
-	case 1:
-		gfniMul1(mat, cols, n, ptrs, tasks)
-	case 2:
-		gfniMul2(mat, cols, n, ptrs, tasks)
-	case 3:
-		gfniMul3(mat, cols, n, ptrs, tasks)
-	case 4:
-		gfniMul4(mat, cols, n, ptrs, tasks)
-	case 5:
-		gfniMul5(mat, cols, n, ptrs, tasks)
-	case 6:
-		gfniMul6(mat, cols, n, ptrs, tasks)
-	case 7:
-		gfniMul7(mat, cols, n, ptrs, tasks)
-	case 8:
-		gfniMul8(mat, cols, n, ptrs, tasks)
-	case 9:
-		gfniMul9(mat, cols, n, ptrs, tasks)
-	case 10:
-		gfniMul10(mat, cols, n, ptrs, tasks)
-	case 11:
-		gfniMul11(mat, cols, n, ptrs, tasks)
-	case 12:
-		gfniMul12(mat, cols, n, ptrs, tasks)
-	case 13:
-		gfniMul13(mat, cols, n, ptrs, tasks)
-	case 14:
-		gfniMul14(mat, cols, n, ptrs, tasks)
-	case 15:
-		gfniMul15(mat, cols, n, ptrs, tasks)
-	case 16:
-		gfniMul16(mat, cols, n, ptrs, tasks)
-	default:
-		panic("codec: gfni kernel for too many rows")
-	}
-}
 
 // gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).
 func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {

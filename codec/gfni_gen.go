@@ -11,12 +11,9 @@
 // A task's outputs are stored only after all its inputs of that block are
 // loaded, so outputs may alias inputs (the in-place pair transforms).
 //
-//   - gfniMul<R>: a matrix of R rows times any number of inputs. The R
-//     accumulators live in Z0..Z(R-1); each input block is loaded once and
-//     multiplied into all of them by VGF2P8AFFINEQB with the 8x8 bit matrix
-//     broadcast from memory.
-//   - gfniXor, gfniXorMul, gfniPairC: the coupled-pair transforms of Clay,
-//     which need at most one multiply per position.
+//   - gfniClay<R>: a matrix of R rows times any number of inputs, each
+//     formed from a coupled pair of Clay sub-chunks as it is loaded.
+//   - gfniPairC: the parity uncoupling of Clay, in place.
 package main
 
 import (
@@ -39,11 +36,6 @@ type lane struct {
 }
 
 var lanes = []lane{
-	{name: "gfniXor", doc: "per task [a, b, o]: o = a+b",
-		ins: 2, outs: 1, body: []string{"VPXORQ Z1, Z0, Z2"}, res: []string{"Z2"}},
-	{name: "gfniXorMul", doc: "per task [a, b, o]: o = a+M*b",
-		matrix: true, ins: 2, outs: 1,
-		body: []string{"VGF2P8AFFINEQB $0x00, Z31, Z1, Z2", "VPXORQ Z2, Z0, Z2"}, res: []string{"Z2"}},
 	{name: "gfniPairC", doc: "per task [a, b, o0, o1]: o1 = M*(a+b), o0 = a+o1",
 		matrix: true, ins: 2, outs: 2,
 		body: []string{"VPXORQ Z1, Z0, Z2", "VGF2P8AFFINEQB $0x00, Z31, Z2, Z3", "VPXORQ Z3, Z0, Z2"}, res: []string{"Z2", "Z3"}},
@@ -60,9 +52,6 @@ func main() {
 	s.p("//go:build amd64 && !purego")
 	s.p("")
 	s.p("#include \"textflag.h\"")
-	for r := 1; r <= maxRows; r++ {
-		matKernel(&s, r)
-	}
 	for r := 1; r <= maxRows; r++ {
 		clayKernel(&s, r)
 	}
@@ -95,11 +84,6 @@ func decls() []byte {
 	for r := 1; r <= maxRows; r++ {
 		s.p("")
 		s.p("//go:noescape")
-		s.p("func gfniMul%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)", r)
-	}
-	for r := 1; r <= maxRows; r++ {
-		s.p("")
-		s.p("//go:noescape")
 		s.p("func gfniClay%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
 	}
 	for _, l := range lanes {
@@ -113,18 +97,6 @@ func decls() []byte {
 			s.p("func %s(n int, ptrs *unsafe.Pointer, tasks int)", l.name)
 		}
 	}
-	s.p("")
-	s.p("// gfniMulRows runs the matrix kernel for rows outputs (1..gfniMaxRows).")
-	s.p("func gfniMulRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int) {")
-	s.p("\tswitch rows {")
-	for r := 1; r <= maxRows; r++ {
-		s.p("\tcase %d:", r)
-		s.p("\t\tgfniMul%d(mat, cols, n, ptrs, tasks)", r)
-	}
-	s.p("\tdefault:")
-	s.p("\t\tpanic(\"codec: gfni kernel for too many rows\")")
-	s.p("\t}")
-	s.p("}")
 	s.p("")
 	s.p("// gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).")
 	s.p("func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {")
@@ -161,58 +133,6 @@ func blockLoop(s *emitter, tag string, body func(load, store string)) {
 	s.p("\tKMOVQ R14, K1")
 	body("\tVMOVDQU8.Z (%[1]s)(R8*1), K1, %[2]s", "\tVMOVDQU8 %[2]s, K1, (%[1]s)(R8*1)")
 	s.p("%s_next:", tag)
-}
-
-// matKernel: AX matrix, BX cols, CX n, DX task pointers, SI tasks left,
-// R10 matrix cursor, R11 pointer cursor, R12 input counter, R13 slice
-// pointer, Z30 product, Z31 input.
-func matKernel(s *emitter, r int) {
-	tag := fmt.Sprintf("mul%d", r)
-	s.p("")
-	s.p("// func gfniMul%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int)", r)
-	s.p("TEXT ·gfniMul%d(SB), NOSPLIT, $0-40", r)
-	s.p("\tMOVQ mat+0(FP), AX")
-	s.p("\tMOVQ cols+8(FP), BX")
-	s.p("\tMOVQ n+16(FP), CX")
-	s.p("\tMOVQ ptrs+24(FP), DX")
-	s.p("\tMOVQ tasks+32(FP), SI")
-	s.p("\tTESTQ BX, BX")
-	s.p("\tJZ %s_done", tag)
-	s.p("%s_task:", tag)
-	s.p("\tTESTQ SI, SI")
-	s.p("\tJZ %s_done", tag)
-	n := 0
-	blockLoop(s, tag, func(load, store string) {
-		n++
-		for i := 0; i < r; i++ {
-			s.p("\tVPXORQ Z%d, Z%d, Z%d", i, i, i)
-		}
-		s.p("\tMOVQ AX, R10")
-		s.p("\tMOVQ DX, R11")
-		s.p("\tMOVQ BX, R12")
-		s.p("%s_in%d:", tag, n)
-		s.p("\tMOVQ (R11), R13")
-		s.p(load, "R13", "Z31")
-		for i := 0; i < r; i++ {
-			s.p("\tVGF2P8AFFINEQB.BCST $0x00, %d(R10), Z31, Z30", 8*i)
-			s.p("\tVPXORQ Z30, Z%d, Z%d", i, i)
-		}
-		s.p("\tADDQ $%d, R10", 8*r)
-		s.p("\tADDQ $8, R11")
-		s.p("\tDECQ R12")
-		s.p("\tJNZ %s_in%d", tag, n)
-		for i := 0; i < r; i++ {
-			s.p("\tMOVQ %d(R11), R13", 8*i)
-			s.p(store, "R13", fmt.Sprintf("Z%d", i))
-		}
-	})
-	s.p("\tLEAQ (DX)(BX*8), DX")
-	s.p("\tADDQ $%d, DX", 8*r)
-	s.p("\tDECQ SI")
-	s.p("\tJMP %s_task", tag)
-	s.p("%s_done:", tag)
-	s.p("\tVZEROUPPER")
-	s.p("\tRET")
 }
 
 // laneKernel: CX n, DX task pointers, SI tasks left, R10.. the task's
@@ -258,17 +178,32 @@ func laneKernel(s *emitter, l lane) {
 	s.p("\tRET")
 }
 
-// clayKernel is matKernel whose inputs are computed on the fly from coupled
-// pairs: column j of a task is two pointers [A, B] and kinds[j] says what
-// the input is: 0 A (a dot), 1 A+B (a hi node: C_hi + C_lo), 2 A+M*B with
-// M the lo matrix (a lo node: C_hi + pftC*C_lo). So the U of the data
+// clayKernel computes, per task, rows outputs = matrix x cols inputs, where
+// each input is formed in registers from a coupled pair as it is loaded:
+// column j of a task is two pointers [A, B] and kinds[j] says what the
+// input is: 0 A (a dot), 1 A+B (a hi node: C_hi + C_lo), 2 A+M*B with M
+// the lo matrix (a lo node: C_hi + pftC*C_lo). So the U of Clay's data
 // nodes is never written anywhere.
 //
+// Blocks go B at a time (B*R accumulators), so that each matrix entry,
+// broadcast into a register once per column, serves B blocks and the
+// pointer and kind loads are paid once per B blocks. The first column
+// writes the accumulators instead of zeroing them; the others go two at a
+// time, folding both products into an accumulator with one VPTERNLOGQ.
+//
 // AX matrix, BX cols, CX n, DX task pointers, SI tasks left, DI the task's
-// kinds, R10 matrix cursor, R11 pointer cursor, R12 column, R13 slice
-// pointer, R14 kind, Z28 lo matrix, Z29 B, Z30 product, Z31 input.
+// kinds, R8 position, R9 bytes left, R10 matrix cursor, R11 pointer
+// cursor, R12 column, R13 slice pointer, R14 kind (and the tail mask).
 func clayKernel(s *emitter, r int) {
 	tag := fmt.Sprintf("clay%d", r)
+	b := 1
+	for _, w := range []int{4, 2} {
+		if (clayRegs{r: r, b: w, wide: w}).fits() {
+			b = w
+			break
+		}
+	}
+	regs := clayRegs{r: r, b: b, wide: b}
 	s.p("")
 	s.p("// func gfniClay%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
 	s.p("TEXT ·gfniClay%d(SB), NOSPLIT, $0-56", r)
@@ -278,51 +213,46 @@ func clayKernel(s *emitter, r int) {
 	s.p("\tMOVQ ptrs+24(FP), DX")
 	s.p("\tMOVQ kinds+32(FP), DI")
 	s.p("\tMOVQ tasks+40(FP), SI")
-	s.p("\tVPBROADCASTQ lo+48(FP), Z28")
+	s.p("\tVPBROADCASTQ lo+48(FP), %s", regs.lo())
 	s.p("\tTESTQ BX, BX")
 	s.p("\tJZ %s_done", tag)
 	s.p("%s_task:", tag)
 	s.p("\tTESTQ SI, SI")
 	s.p("\tJZ %s_done", tag)
-	n := 0
-	blockLoop(s, tag, func(load, store string) {
-		n++
-		for i := 0; i < r; i++ {
-			s.p("\tVPXORQ Z%d, Z%d, Z%d", i, i, i)
-		}
-		s.p("\tMOVQ AX, R10")
-		s.p("\tMOVQ DX, R11")
-		s.p("\tXORQ R12, R12")
-		s.p("%s_col%d:", tag, n)
-		s.p("\tMOVQ (R11), R13")
-		s.p(load, "R13", "Z31")
-		s.p("\tMOVBQZX (DI)(R12*1), R14")
-		s.p("\tTESTQ R14, R14")
-		s.p("\tJZ %s_mul%d", tag, n)
-		s.p("\tMOVQ 8(R11), R13")
-		s.p(load, "R13", "Z29")
-		s.p("\tCMPQ R14, $1")
-		s.p("\tJNE %s_lo%d", tag, n)
-		s.p("\tVPXORQ Z29, Z31, Z31")
-		s.p("\tJMP %s_mul%d", tag, n)
-		s.p("%s_lo%d:", tag, n)
-		s.p("\tVGF2P8AFFINEQB $0x00, Z28, Z29, Z29")
-		s.p("\tVPXORQ Z29, Z31, Z31")
-		s.p("%s_mul%d:", tag, n)
-		for i := 0; i < r; i++ {
-			s.p("\tVGF2P8AFFINEQB.BCST $0x00, %d(R10), Z31, Z30", 8*i)
-			s.p("\tVPXORQ Z30, Z%d, Z%d", i, i)
-		}
-		s.p("\tADDQ $%d, R10", 8*r)
-		s.p("\tADDQ $16, R11")
-		s.p("\tINCQ R12")
-		s.p("\tCMPQ R12, BX")
-		s.p("\tJLT %s_col%d", tag, n)
-		for i := 0; i < r; i++ {
-			s.p("\tMOVQ %d(R11), R13", 8*i)
-			s.p(store, "R13", fmt.Sprintf("Z%d", i))
-		}
+	s.p("\tXORQ R8, R8")
+	full := func(disp int) (string, string) {
+		return fmt.Sprintf("\tVMOVDQU64 %d(%%[1]s)(R8*1), %%[2]s", disp), fmt.Sprintf("\tVMOVDQU64 %%[2]s, %d(%%[1]s)(R8*1)", disp)
+	}
+	if b > 1 {
+		s.p("%s_multi:", tag)
+		s.p("\tMOVQ CX, R9")
+		s.p("\tSUBQ R8, R9")
+		s.p("\tCMPQ R9, $%d", 64*b)
+		s.p("\tJLT %s_single", tag)
+		clayBody(s, tag+"_m", regs, full)
+		s.p("\tADDQ $%d, R8", 64*b)
+		s.p("\tJMP %s_multi", tag)
+	}
+	one := regs
+	one.b = 1
+	s.p("%s_single:", tag)
+	s.p("\tMOVQ CX, R9")
+	s.p("\tSUBQ R8, R9")
+	s.p("\tCMPQ R9, $64")
+	s.p("\tJLT %s_tail", tag)
+	clayBody(s, tag+"_s", one, full)
+	s.p("\tADDQ $64, R8")
+	s.p("\tJMP %s_single", tag)
+	s.p("%s_tail:", tag)
+	s.p("\tTESTQ R9, R9")
+	s.p("\tJZ %s_next", tag)
+	s.p("\tMOVQ $-1, R14")
+	s.p("\tBZHIQ R9, R14, R14")
+	s.p("\tKMOVQ R14, K1")
+	clayBody(s, tag+"_t", one, func(int) (string, string) {
+		return "\tVMOVDQU8.Z (%[1]s)(R8*1), K1, %[2]s", "\tVMOVDQU8 %[2]s, K1, (%[1]s)(R8*1)"
 	})
+	s.p("%s_next:", tag)
 	s.p("\tLEAQ (DX)(BX*8), DX")
 	s.p("\tLEAQ (DX)(BX*8), DX")
 	s.p("\tADDQ $%d, DX", 8*r)
@@ -332,4 +262,112 @@ func clayKernel(s *emitter, r int) {
 	s.p("%s_done:", tag)
 	s.p("\tVZEROUPPER")
 	s.p("\tRET")
+}
+
+// clayRegs assigns the vector registers of a loop over b blocks with r
+// rows of accumulators, in a kernel whose widest loop has wide blocks: Z31
+// holds the lo matrix for all loops, two sets of wide input registers
+// follow, then the scratch registers, and the accumulators start at Z0.
+type clayRegs struct{ r, b, wide int }
+
+func (g clayRegs) z(i int) string         { return fmt.Sprintf("Z%d", i) }
+func (g clayRegs) acc(blk, i int) string  { return g.z(blk*g.r + i) }
+func (g clayRegs) lo() string             { return g.z(31) }
+func (g clayRegs) in(set, blk int) string { return g.z(30 - set*g.wide - blk) }
+func (g clayRegs) tmp() string            { return g.z(30 - 2*g.wide) }
+func (g clayRegs) mat(set int) string     { return g.z(29 - 2*g.wide - set) }
+func (g clayRegs) product(set int) string { return g.z(27 - 2*g.wide - set) }
+func (g clayRegs) fits() bool             { return g.b*g.r <= 26-2*g.wide }
+
+// clayBody emits g.b blocks at R8: every column into the accumulators,
+// then the stores. moves(disp) gives the load and store formats for the
+// block at byte displacement disp.
+func clayBody(s *emitter, tag string, g clayRegs, moves func(disp int) (string, string)) {
+	if !g.fits() {
+		panic(fmt.Sprintf("gfni_gen: %d rows x %d blocks do not fit the registers", g.r, g.b))
+	}
+	load := func(disp int) string { l, _ := moves(disp); return l }
+	// input loads column set's inputs (pointers at poff(R11), kind at
+	// koff(DI)(R12*1)) into in(set, .), forming U from its pair.
+	input := func(label string, set, poff, koff int) {
+		s.p("\tMOVQ %d(R11), R13", poff)
+		for blk := 0; blk < g.b; blk++ {
+			s.p(load(64*blk), "R13", g.in(set, blk))
+		}
+		s.p("\tMOVBQZX %d(DI)(R12*1), R14", koff)
+		s.p("\tTESTQ R14, R14")
+		s.p("\tJZ %s_ok", label)
+		s.p("\tMOVQ %d(R11), R13", poff+8)
+		s.p("\tCMPQ R14, $1")
+		s.p("\tJNE %s_lo", label)
+		for blk := 0; blk < g.b; blk++ {
+			s.p(load(64*blk), "R13", g.tmp())
+			s.p("\tVPXORQ %s, %s, %s", g.tmp(), g.in(set, blk), g.in(set, blk))
+		}
+		s.p("\tJMP %s_ok", label)
+		s.p("%s_lo:", label)
+		for blk := 0; blk < g.b; blk++ {
+			s.p(load(64*blk), "R13", g.tmp())
+			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.lo(), g.tmp(), g.tmp())
+			s.p("\tVPXORQ %s, %s, %s", g.tmp(), g.in(set, blk), g.in(set, blk))
+		}
+		s.p("%s_ok:", label)
+	}
+	s.p("\tMOVQ AX, R10")
+	s.p("\tMOVQ DX, R11")
+	s.p("\tXORQ R12, R12")
+	// The first column writes the accumulators.
+	input(tag+"_c0", 0, 0, 0)
+	for i := 0; i < g.r; i++ {
+		s.p("\tVPBROADCASTQ %d(R10), %s", 8*i, g.mat(0))
+		for blk := 0; blk < g.b; blk++ {
+			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.mat(0), g.in(0, blk), g.acc(blk, i))
+		}
+	}
+	s.p("\tADDQ $%d, R10", 8*g.r)
+	s.p("\tADDQ $16, R11")
+	s.p("\tINCQ R12")
+	// Then two columns at a time.
+	s.p("%s_pairs:", tag)
+	s.p("\tLEAQ 2(R12), R14")
+	s.p("\tCMPQ R14, BX")
+	s.p("\tJGT %s_last", tag)
+	input(tag+"_p0", 0, 0, 0)
+	input(tag+"_p1", 1, 16, 1)
+	for i := 0; i < g.r; i++ {
+		s.p("\tVPBROADCASTQ %d(R10), %s", 8*i, g.mat(0))
+		s.p("\tVPBROADCASTQ %d(R10), %s", 8*(g.r+i), g.mat(1))
+		for blk := 0; blk < g.b; blk++ {
+			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.mat(0), g.in(0, blk), g.product(0))
+			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.mat(1), g.in(1, blk), g.product(1))
+			s.p("\tVPTERNLOGQ $0x96, %s, %s, %s", g.product(1), g.product(0), g.acc(blk, i))
+		}
+	}
+	s.p("\tADDQ $%d, R10", 16*g.r)
+	s.p("\tADDQ $32, R11")
+	s.p("\tADDQ $2, R12")
+	s.p("\tJMP %s_pairs", tag)
+	// And the odd one out.
+	s.p("%s_last:", tag)
+	s.p("\tCMPQ R12, BX")
+	s.p("\tJGE %s_store", tag)
+	input(tag+"_l", 0, 0, 0)
+	for i := 0; i < g.r; i++ {
+		s.p("\tVPBROADCASTQ %d(R10), %s", 8*i, g.mat(0))
+		for blk := 0; blk < g.b; blk++ {
+			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.mat(0), g.in(0, blk), g.product(0))
+			s.p("\tVPXORQ %s, %s, %s", g.product(0), g.acc(blk, i), g.acc(blk, i))
+		}
+	}
+	s.p("\tADDQ $%d, R10", 8*g.r)
+	s.p("\tADDQ $16, R11")
+	s.p("\tINCQ R12")
+	s.p("%s_store:", tag)
+	for i := 0; i < g.r; i++ {
+		s.p("\tMOVQ %d(R11), R13", 8*i)
+		for blk := 0; blk < g.b; blk++ {
+			_, store := moves(64 * blk)
+			s.p(store, "R13", g.acc(blk, i))
+		}
+	}
 }

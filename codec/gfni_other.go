@@ -10,18 +10,6 @@ const (
 	gfniMaxRows = 0
 )
 
-func gfniMulRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, tasks int) {
-	panic("codec: gfni kernels are not built for this platform")
-}
-
-func gfniXor(n int, ptrs *unsafe.Pointer, tasks int) {
-	panic("codec: gfni kernels are not built for this platform")
-}
-
-func gfniXorMul(mat uint64, n int, ptrs *unsafe.Pointer, tasks int) {
-	panic("codec: gfni kernels are not built for this platform")
-}
-
 func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int) {
 	panic("codec: gfni kernels are not built for this platform")
 }

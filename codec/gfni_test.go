@@ -47,11 +47,22 @@ func bitsParity(b byte) bool {
 	return b&1 != 0
 }
 
-func TestGFNIBatchMatchesReference(t *testing.T) {
+// runCoupled must agree with the field for every row count (each has its
+// own kernel, with 4, 2 or 1 blocks per step), any kinds, and lengths that
+// exercise the multi-block, single-block and masked-tail loops.
+func TestGFNICoupledMatchesReference(t *testing.T) {
 	if !hasGFNI {
 		t.Skip("no AVX-512 GFNI on this CPU: the library path is used instead")
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
+	rnd := func(n int) []byte {
+		b := make([]byte, n+64) // guard bytes after n
+		for p := range b[:n] {
+			b[p] = byte(rng.IntN(256))
+		}
+		return b
+	}
+	const lo = 0x8f
 	for rows := 1; rows <= gfniMaxRows; rows++ {
 		for _, cols := range []int{1, 2, 5, 12} {
 			for _, n := range []int{1, 63, 64, 65, 200, 1000} {
@@ -67,16 +78,25 @@ func TestGFNIBatchMatchesReference(t *testing.T) {
 				}
 				const tasks = 3
 				var ptrs []unsafe.Pointer
+				var kinds []byte
 				ins := make([][][]byte, tasks)
 				outs := make([][][]byte, tasks)
 				for tk := range tasks {
 					for j := 0; j < cols; j++ {
-						in := make([]byte, n+64) // guard bytes after n
-						for p := range in[:n] {
-							in[p] = byte(rng.IntN(256))
+						a, bb := rnd(n), rnd(n)
+						kind := byte(rng.IntN(3))
+						in := bytes.Clone(a[:n])
+						for p := range in {
+							switch kind {
+							case 1:
+								in[p] ^= bb[p]
+							case 2:
+								in[p] ^= gfMul(lo, bb[p])
+							}
 						}
 						ins[tk] = append(ins[tk], in)
-						ptrs = append(ptrs, unsafe.Pointer(&in[0]))
+						kinds = append(kinds, kind)
+						ptrs = append(ptrs, unsafe.Pointer(&a[0]), unsafe.Pointer(&bb[0]))
 					}
 					for i := 0; i < rows; i++ {
 						out := bytes.Repeat([]byte{0xa5}, n+64)
@@ -84,7 +104,7 @@ func TestGFNIBatchMatchesReference(t *testing.T) {
 						ptrs = append(ptrs, unsafe.Pointer(&out[0]))
 					}
 				}
-				b.run(n, ptrs)
+				b.runCoupled(n, ptrs, kinds, gfniMatrix(lo))
 				for tk := range tasks {
 					want := refMul(m, ins[tk], n)
 					for i := range want {
@@ -103,26 +123,70 @@ func TestGFNIBatchMatchesReference(t *testing.T) {
 	}
 }
 
-// The pair transforms run in place: outputs alias inputs.
-func TestGFNIBatchInPlace(t *testing.T) {
+// The two encode paths of Clay must write the same parity: the batched
+// kernels on this CPU, the library's fused encoders everywhere else. Shapes
+// cover shortening (nu > 0), q up to 10, and sub-chunks that are not
+// multiples of 64 (masked tails), down to one byte.
+func TestClayEncodePathsAgree(t *testing.T) {
+	if !hasGFNI {
+		t.Skip("no AVX-512 GFNI on this CPU: only the library path exists here")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, name := range []string{"clay-2-2", "clay-4-2", "clay-6-3", "clay-5-3", "clay-8-4", "clay-10-4", "clay-9-5", "clay-10-10", "clay-12-4"} {
+		c := mustParse(t, name).(*Clay)
+		for _, sc := range []int{1, 3, 64, 100, 1000} {
+			L := c.alpha * sc
+			want, got := make([][]byte, c.n), make([][]byte, c.n)
+			for i := range want {
+				want[i] = make([]byte, L)
+				if i < c.k {
+					for p := range want[i] {
+						want[i][p] = byte(rng.IntN(256))
+					}
+				}
+				got[i] = bytes.Clone(want[i])
+			}
+			cbW, _ := c.layout(want, L, nil)
+			cbG, _ := c.layout(got, L, nil)
+			if err := c.encodeFused(cbW, sc); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.encodeGFNI(cbG, sc); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if !bytes.Equal(want[i], got[i]) {
+					t.Fatalf("%s sc=%d: shard %d differs between the library and gfni paths", name, sc, i)
+				}
+			}
+		}
+	}
+}
+
+// TestGFNIPairCMatchesReference checks the parity uncoupling against the
+// field, in place as Clay runs it.
+func TestGFNIPairCMatchesReference(t *testing.T) {
 	if !hasGFNI {
 		t.Skip("no AVX-512 GFNI on this CPU: the library path is used instead")
 	}
-	m := [][]byte{{3, 2}, {2, 2}}
-	b, err := newGFNIBatch(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{5, 64, 130, 4096} {
-		hi, lo := make([]byte, n), make([]byte, n)
-		for p := range hi {
-			hi[p], lo[p] = byte(rng.IntN(256)), byte(rng.IntN(256))
+	rng := rand.New(rand.NewPCG(7, 8))
+	rnd := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
 		}
-		want := refMul(m, [][]byte{hi, lo}, n)
-		b.run(n, []unsafe.Pointer{unsafe.Pointer(&hi[0]), unsafe.Pointer(&lo[0]), unsafe.Pointer(&hi[0]), unsafe.Pointer(&lo[0])})
-		if !bytes.Equal(hi, want[0]) || !bytes.Equal(lo, want[1]) {
-			t.Fatalf("n=%d: in-place pair transform differs from the reference", n)
+		return b
+	}
+	for _, n := range []int{1, 64, 77, 300} {
+		a, b := rnd(n), rnd(n)
+		p := func(s []byte) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
+		hi, lo := bytes.Clone(a), bytes.Clone(b)
+		pairCRun(gfniMatrix(pftD), n, []unsafe.Pointer{p(hi), p(lo), p(hi), p(lo)})
+		for i := range hi {
+			wantLo := gfMul(pftD, a[i]^b[i])
+			if lo[i] != wantLo || hi[i] != a[i]^wantLo {
+				t.Fatalf("pairC n=%d byte %d", n, i)
+			}
 		}
 	}
 }
