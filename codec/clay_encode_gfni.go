@@ -106,24 +106,21 @@ func (c *Clay) encodeGFNI(cb [][]byte, sc int) error {
 	kk, q := c.k+c.nu, c.q
 	// Every stored C buffer holds alpha*sc bytes (checked by Encode and
 	// decode), so a ref's pointer is its node's base plus z*sc.
-	zero := c.zeros(sc)
-	var bases [maxRSShards]unsafe.Pointer
-	for a, b := range cb {
-		bases[a] = unsafe.Pointer(unsafe.SliceData(b))
-	}
+	at := func(r sref) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(unsafe.SliceData(cb[r.a])), int(r.z)*sc) }
+	zero := unsafe.Pointer(&c.zeros(sc)[0])
 	pp := encodePtrs.Get().(*[]unsafe.Pointer)
 	defer encodePtrs.Put(pp)
 	ptrs := slices.Grow((*pp)[:0], len(p.planes)+len(p.pairs))
 	for _, r := range p.planes {
 		if r.zero {
-			ptrs = append(ptrs, unsafe.Pointer(&zero[0]))
+			ptrs = append(ptrs, zero)
 		} else {
-			ptrs = append(ptrs, unsafe.Add(bases[r.a], int(r.z)*sc))
+			ptrs = append(ptrs, at(r))
 		}
 	}
 	planes := len(ptrs)
 	for _, r := range p.pairs {
-		ptrs = append(ptrs, unsafe.Add(bases[r.a], int(r.z)*sc))
+		ptrs = append(ptrs, at(r))
 	}
 	perPlane, perRun := 2*kk+c.m, 2*q*(q-1)
 	tile := max(1, encodeTile/(q*c.m*sc)) // runs

@@ -67,10 +67,8 @@ func (b *gfniBatch) runCoupled(n int, ptrs []unsafe.Pointer, kinds []byte, lo ui
 	gfniClayRows(b.rows, &b.bits[0], b.cols, n, &ptrs[0], &kinds[0], t, lo)
 }
 
-// The lane kernels below are the coupled-pair transforms of Clay, with at
-// most one multiply per position; m is a gfniMatrix.
-
-// pairCRun computes o1 = m*(a+b), then o0 = a+o1, per task [a, b, o0, o1].
+// pairCRun is the parity uncoupling of Clay, one multiply per position (m
+// a gfniMatrix): it computes o1 = m*(a+b), then o0 = a+o1, per task [a, b, o0, o1].
 func pairCRun(m uint64, n int, ptrs []unsafe.Pointer) {
 	if n > 0 && len(ptrs) > 0 {
 		gfniPairC(m, n, &ptrs[0], tasks(len(ptrs), 4))

@@ -23,7 +23,7 @@ clay1_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $256
-	JLT clay1_single
+	JLT clay1_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -216,7 +216,7 @@ clay1_m_store:
 	VMOVDQU64 Z3, 192(R13)(R8*1)
 	ADDQ $256, R8
 	JMP clay1_multi
-clay1_single:
+clay1_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -319,7 +319,7 @@ clay1_s_store:
 	MOVQ 0(R11), R13
 	VMOVDQU64 Z0, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay1_single
+	JMP clay1_block
 clay1_tail:
 	TESTQ R9, R9
 	JZ clay1_next
@@ -453,7 +453,7 @@ clay2_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $256
-	JLT clay2_single
+	JLT clay2_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -679,7 +679,7 @@ clay2_m_store:
 	VMOVDQU64 Z7, 192(R13)(R8*1)
 	ADDQ $256, R8
 	JMP clay2_multi
-clay2_single:
+clay2_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -794,7 +794,7 @@ clay2_s_store:
 	MOVQ 8(R11), R13
 	VMOVDQU64 Z1, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay2_single
+	JMP clay2_block
 clay2_tail:
 	TESTQ R9, R9
 	JZ clay2_next
@@ -940,7 +940,7 @@ clay3_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $256
-	JLT clay3_single
+	JLT clay3_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -1199,7 +1199,7 @@ clay3_m_store:
 	VMOVDQU64 Z11, 192(R13)(R8*1)
 	ADDQ $256, R8
 	JMP clay3_multi
-clay3_single:
+clay3_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -1326,7 +1326,7 @@ clay3_s_store:
 	MOVQ 16(R11), R13
 	VMOVDQU64 Z2, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay3_single
+	JMP clay3_block
 clay3_tail:
 	TESTQ R9, R9
 	JZ clay3_next
@@ -1484,7 +1484,7 @@ clay4_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $256
-	JLT clay4_single
+	JLT clay4_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -1776,7 +1776,7 @@ clay4_m_store:
 	VMOVDQU64 Z15, 192(R13)(R8*1)
 	ADDQ $256, R8
 	JMP clay4_multi
-clay4_single:
+clay4_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -1915,7 +1915,7 @@ clay4_s_store:
 	MOVQ 24(R11), R13
 	VMOVDQU64 Z3, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay4_single
+	JMP clay4_block
 clay4_tail:
 	TESTQ R9, R9
 	JZ clay4_next
@@ -2085,7 +2085,7 @@ clay5_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
-	JLT clay5_single
+	JLT clay5_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -2292,7 +2292,7 @@ clay5_m_store:
 	VMOVDQU64 Z9, 64(R13)(R8*1)
 	ADDQ $128, R8
 	JMP clay5_multi
-clay5_single:
+clay5_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -2443,7 +2443,7 @@ clay5_s_store:
 	MOVQ 32(R11), R13
 	VMOVDQU64 Z4, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay5_single
+	JMP clay5_block
 clay5_tail:
 	TESTQ R9, R9
 	JZ clay5_next
@@ -2625,7 +2625,7 @@ clay6_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
-	JLT clay6_single
+	JLT clay6_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -2851,7 +2851,7 @@ clay6_m_store:
 	VMOVDQU64 Z11, 64(R13)(R8*1)
 	ADDQ $128, R8
 	JMP clay6_multi
-clay6_single:
+clay6_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -3014,7 +3014,7 @@ clay6_s_store:
 	MOVQ 40(R11), R13
 	VMOVDQU64 Z5, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay6_single
+	JMP clay6_block
 clay6_tail:
 	TESTQ R9, R9
 	JZ clay6_next
@@ -3208,7 +3208,7 @@ clay7_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
-	JLT clay7_single
+	JLT clay7_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -3453,7 +3453,7 @@ clay7_m_store:
 	VMOVDQU64 Z13, 64(R13)(R8*1)
 	ADDQ $128, R8
 	JMP clay7_multi
-clay7_single:
+clay7_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -3628,7 +3628,7 @@ clay7_s_store:
 	MOVQ 48(R11), R13
 	VMOVDQU64 Z6, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay7_single
+	JMP clay7_block
 clay7_tail:
 	TESTQ R9, R9
 	JZ clay7_next
@@ -3834,7 +3834,7 @@ clay8_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
-	JLT clay8_single
+	JLT clay8_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -4098,7 +4098,7 @@ clay8_m_store:
 	VMOVDQU64 Z15, 64(R13)(R8*1)
 	ADDQ $128, R8
 	JMP clay8_multi
-clay8_single:
+clay8_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -4285,7 +4285,7 @@ clay8_s_store:
 	MOVQ 56(R11), R13
 	VMOVDQU64 Z7, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay8_single
+	JMP clay8_block
 clay8_tail:
 	TESTQ R9, R9
 	JZ clay8_next
@@ -4503,7 +4503,7 @@ clay9_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
-	JLT clay9_single
+	JLT clay9_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -4786,7 +4786,7 @@ clay9_m_store:
 	VMOVDQU64 Z17, 64(R13)(R8*1)
 	ADDQ $128, R8
 	JMP clay9_multi
-clay9_single:
+clay9_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -4985,7 +4985,7 @@ clay9_s_store:
 	MOVQ 64(R11), R13
 	VMOVDQU64 Z8, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay9_single
+	JMP clay9_block
 clay9_tail:
 	TESTQ R9, R9
 	JZ clay9_next
@@ -5215,7 +5215,7 @@ clay10_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
-	JLT clay10_single
+	JLT clay10_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -5517,7 +5517,7 @@ clay10_m_store:
 	VMOVDQU64 Z19, 64(R13)(R8*1)
 	ADDQ $128, R8
 	JMP clay10_multi
-clay10_single:
+clay10_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -5728,7 +5728,7 @@ clay10_s_store:
 	MOVQ 72(R11), R13
 	VMOVDQU64 Z9, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay10_single
+	JMP clay10_block
 clay10_tail:
 	TESTQ R9, R9
 	JZ clay10_next
@@ -5970,7 +5970,7 @@ clay11_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
-	JLT clay11_single
+	JLT clay11_block
 	MOVQ AX, R10
 	MOVQ DX, R11
 	XORQ R12, R12
@@ -6291,7 +6291,7 @@ clay11_m_store:
 	VMOVDQU64 Z21, 64(R13)(R8*1)
 	ADDQ $128, R8
 	JMP clay11_multi
-clay11_single:
+clay11_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -6514,7 +6514,7 @@ clay11_s_store:
 	MOVQ 80(R11), R13
 	VMOVDQU64 Z10, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay11_single
+	JMP clay11_block
 clay11_tail:
 	TESTQ R9, R9
 	JZ clay11_next
@@ -6764,7 +6764,7 @@ clay12_task:
 	TESTQ SI, SI
 	JZ clay12_done
 	XORQ R8, R8
-clay12_single:
+clay12_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -6999,7 +6999,7 @@ clay12_s_store:
 	MOVQ 88(R11), R13
 	VMOVDQU64 Z11, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay12_single
+	JMP clay12_block
 clay12_tail:
 	TESTQ R9, R9
 	JZ clay12_next
@@ -7261,7 +7261,7 @@ clay13_task:
 	TESTQ SI, SI
 	JZ clay13_done
 	XORQ R8, R8
-clay13_single:
+clay13_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -7508,7 +7508,7 @@ clay13_s_store:
 	MOVQ 96(R11), R13
 	VMOVDQU64 Z12, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay13_single
+	JMP clay13_block
 clay13_tail:
 	TESTQ R9, R9
 	JZ clay13_next
@@ -7782,7 +7782,7 @@ clay14_task:
 	TESTQ SI, SI
 	JZ clay14_done
 	XORQ R8, R8
-clay14_single:
+clay14_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -8041,7 +8041,7 @@ clay14_s_store:
 	MOVQ 104(R11), R13
 	VMOVDQU64 Z13, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay14_single
+	JMP clay14_block
 clay14_tail:
 	TESTQ R9, R9
 	JZ clay14_next
@@ -8327,7 +8327,7 @@ clay15_task:
 	TESTQ SI, SI
 	JZ clay15_done
 	XORQ R8, R8
-clay15_single:
+clay15_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -8598,7 +8598,7 @@ clay15_s_store:
 	MOVQ 112(R11), R13
 	VMOVDQU64 Z14, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay15_single
+	JMP clay15_block
 clay15_tail:
 	TESTQ R9, R9
 	JZ clay15_next
@@ -8896,7 +8896,7 @@ clay16_task:
 	TESTQ SI, SI
 	JZ clay16_done
 	XORQ R8, R8
-clay16_single:
+clay16_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $64
@@ -9179,7 +9179,7 @@ clay16_s_store:
 	MOVQ 120(R11), R13
 	VMOVDQU64 Z15, 0(R13)(R8*1)
 	ADDQ $64, R8
-	JMP clay16_single
+	JMP clay16_block
 clay16_tail:
 	TESTQ R9, R9
 	JZ clay16_next
@@ -9493,13 +9493,13 @@ gfniPairC_block:
 	SUBQ R8, R9
 	CMPQ R9, $64
 	JLT gfniPairC_tail
-	VMOVDQU64 (R10)(R8*1), Z0
-	VMOVDQU64 (R11)(R8*1), Z1
+	VMOVDQU64 0(R10)(R8*1), Z0
+	VMOVDQU64 0(R11)(R8*1), Z1
 	VPXORQ Z1, Z0, Z2
 	VGF2P8AFFINEQB $0x00, Z31, Z2, Z3
 	VPXORQ Z3, Z0, Z2
-	VMOVDQU64 Z2, (R12)(R8*1)
-	VMOVDQU64 Z3, (R13)(R8*1)
+	VMOVDQU64 Z2, 0(R12)(R8*1)
+	VMOVDQU64 Z3, 0(R13)(R8*1)
 	ADDQ $64, R8
 	JMP gfniPairC_block
 gfniPairC_tail:

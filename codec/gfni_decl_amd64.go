@@ -56,7 +56,7 @@ func gfniClay15(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte,
 //go:noescape
 func gfniClay16(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
 
-// gfniPairC computes, per task [a, b, o0, o1]: o1 = M*(a+b), o0 = a+o1.
+// gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.
 //
 //go:noescape
 func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)

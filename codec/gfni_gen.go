@@ -14,6 +14,8 @@
 //   - gfniClay<R>: a matrix of R rows times any number of inputs, each
 //     formed from a coupled pair of Clay sub-chunks as it is loaded.
 //   - gfniPairC: the parity uncoupling of Clay, in place.
+//
+// gfniClay<R> also walks B blocks at a time before the single blocks.
 package main
 
 import (
@@ -23,23 +25,6 @@ import (
 )
 
 const maxRows = 16
-
-// lane is a small fixed-shape kernel: ins inputs, outs outputs per task,
-// optionally one bit matrix broadcast into Z31, and a body that turns Z0..
-// into the registers named by res.
-type lane struct {
-	name, doc string
-	matrix    bool
-	ins, outs int
-	body      []string
-	res       []string
-}
-
-var lanes = []lane{
-	{name: "gfniPairC", doc: "per task [a, b, o0, o1]: o1 = M*(a+b), o0 = a+o1",
-		matrix: true, ins: 2, outs: 2,
-		body: []string{"VPXORQ Z1, Z0, Z2", "VGF2P8AFFINEQB $0x00, Z31, Z2, Z3", "VPXORQ Z3, Z0, Z2"}, res: []string{"Z2", "Z3"}},
-}
 
 type emitter struct{ b bytes.Buffer }
 
@@ -55,9 +40,7 @@ func main() {
 	for r := 1; r <= maxRows; r++ {
 		clayKernel(&s, r)
 	}
-	for _, l := range lanes {
-		laneKernel(&s, l)
-	}
+	pairKernel(&s)
 	write("gfni_amd64.s", s.b.Bytes())
 	write("gfni_decl_amd64.go", decls())
 }
@@ -86,17 +69,11 @@ func decls() []byte {
 		s.p("//go:noescape")
 		s.p("func gfniClay%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
 	}
-	for _, l := range lanes {
-		s.p("")
-		s.p("// %s computes, %s.", l.name, l.doc)
-		s.p("//")
-		s.p("//go:noescape")
-		if l.matrix {
-			s.p("func %s(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)", l.name)
-		} else {
-			s.p("func %s(n int, ptrs *unsafe.Pointer, tasks int)", l.name)
-		}
-	}
+	s.p("")
+	s.p("// gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.")
+	s.p("//")
+	s.p("//go:noescape")
+	s.p("func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)")
 	s.p("")
 	s.p("// gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).")
 	s.p("func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {")
@@ -112,17 +89,17 @@ func decls() []byte {
 	return s.b.Bytes()
 }
 
-// blockLoop emits the walk over a task's blocks: R8 is the position, R9
-// the bytes left; full blocks use plain moves, the tail the byte mask K1.
-// body(load, store) emits one block given the move formats.
-func blockLoop(s *emitter, tag string, body func(load, store string)) {
-	s.p("\tXORQ R8, R8")
+// blockLoop emits the walk over the rest of a task from R8, a block at a
+// time: R9 is the bytes left; full blocks use plain moves, the tail the
+// byte mask K1. body(suffix, moves) emits one block; suffix keeps its labels
+// apart, moves(disp) gives the load and store formats at displacement disp.
+func blockLoop(s *emitter, tag string, body func(suffix string, moves func(disp int) (string, string))) {
 	s.p("%s_block:", tag)
 	s.p("\tMOVQ CX, R9")
 	s.p("\tSUBQ R8, R9")
 	s.p("\tCMPQ R9, $64")
 	s.p("\tJLT %s_tail", tag)
-	body("\tVMOVDQU64 (%[1]s)(R8*1), %[2]s", "\tVMOVDQU64 %[2]s, (%[1]s)(R8*1)")
+	body("_s", fullMoves)
 	s.p("\tADDQ $64, R8")
 	s.p("\tJMP %s_block", tag)
 	s.p("%s_tail:", tag)
@@ -131,49 +108,51 @@ func blockLoop(s *emitter, tag string, body func(load, store string)) {
 	s.p("\tMOVQ $-1, R14")
 	s.p("\tBZHIQ R9, R14, R14")
 	s.p("\tKMOVQ R14, K1")
-	body("\tVMOVDQU8.Z (%[1]s)(R8*1), K1, %[2]s", "\tVMOVDQU8 %[2]s, K1, (%[1]s)(R8*1)")
+	body("_t", func(int) (string, string) {
+		return "\tVMOVDQU8.Z (%[1]s)(R8*1), K1, %[2]s", "\tVMOVDQU8 %[2]s, K1, (%[1]s)(R8*1)"
+	})
 	s.p("%s_next:", tag)
 }
 
-// laneKernel: CX n, DX task pointers, SI tasks left, R10.. the task's
-// slice pointers, Z31 the matrix.
-func laneKernel(s *emitter, l lane) {
-	regs := []string{"R10", "R11", "R12", "R13"}[:l.ins+l.outs]
-	frame, arg := 24, 0
+// fullMoves are the unmasked moves of a whole block at displacement disp.
+func fullMoves(disp int) (string, string) {
+	return fmt.Sprintf("\tVMOVDQU64 %d(%%[1]s)(R8*1), %%[2]s", disp), fmt.Sprintf("\tVMOVDQU64 %%[2]s, %d(%%[1]s)(R8*1)", disp)
+}
+
+// pairKernel is the parity uncoupling of Clay, in place: per task
+// [a, b, o0, o1], o1 = M*(a+b) and o0 = a+o1, with M broadcast into Z31.
+// CX n, DX task pointers, SI tasks left, R10..R13 the task's pointers.
+func pairKernel(s *emitter) {
+	const name = "gfniPairC"
+	regs := []string{"R10", "R11", "R12", "R13"}
 	s.p("")
-	if l.matrix {
-		frame, arg = 32, 8
-		s.p("// func %s(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)", l.name)
-		s.p("TEXT ·%s(SB), NOSPLIT, $0-%d", l.name, frame)
-		s.p("\tVPBROADCASTQ mat+0(FP), Z31")
-	} else {
-		s.p("// func %s(n int, ptrs *unsafe.Pointer, tasks int)", l.name)
-		s.p("TEXT ·%s(SB), NOSPLIT, $0-%d", l.name, frame)
-	}
-	s.p("\tMOVQ n+%d(FP), CX", arg)
-	s.p("\tMOVQ ptrs+%d(FP), DX", arg+8)
-	s.p("\tMOVQ tasks+%d(FP), SI", arg+16)
-	s.p("%s_task:", l.name)
+	s.p("// func %s(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)", name)
+	s.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	s.p("\tVPBROADCASTQ mat+0(FP), Z31")
+	s.p("\tMOVQ n+8(FP), CX")
+	s.p("\tMOVQ ptrs+16(FP), DX")
+	s.p("\tMOVQ tasks+24(FP), SI")
+	s.p("%s_task:", name)
 	s.p("\tTESTQ SI, SI")
-	s.p("\tJZ %s_done", l.name)
+	s.p("\tJZ %s_done", name)
 	for i, r := range regs {
 		s.p("\tMOVQ %d(DX), %s", 8*i, r)
 	}
-	blockLoop(s, l.name, func(load, store string) {
-		for i := 0; i < l.ins; i++ {
-			s.p(load, regs[i], fmt.Sprintf("Z%d", i))
-		}
-		for _, ins := range l.body {
-			s.p("\t%s", ins)
-		}
-		for i, z := range l.res {
-			s.p(store, regs[l.ins+i], z)
-		}
+	s.p("\tXORQ R8, R8")
+	blockLoop(s, name, func(_ string, moves func(int) (string, string)) {
+		load, store := moves(0)
+		s.p(load, regs[0], "Z0")
+		s.p(load, regs[1], "Z1")
+		s.p("\tVPXORQ Z1, Z0, Z2")
+		s.p("\tVGF2P8AFFINEQB $0x00, Z31, Z2, Z3")
+		s.p("\tVPXORQ Z3, Z0, Z2")
+		s.p(store, regs[2], "Z2")
+		s.p(store, regs[3], "Z3")
 	})
-	s.p("\tADDQ $%d, DX", 8*len(regs))
+	s.p("\tADDQ $32, DX")
 	s.p("\tDECQ SI")
-	s.p("\tJMP %s_task", l.name)
-	s.p("%s_done:", l.name)
+	s.p("\tJMP %s_task", name)
+	s.p("%s_done:", name)
 	s.p("\tVZEROUPPER")
 	s.p("\tRET")
 }
@@ -220,39 +199,21 @@ func clayKernel(s *emitter, r int) {
 	s.p("\tTESTQ SI, SI")
 	s.p("\tJZ %s_done", tag)
 	s.p("\tXORQ R8, R8")
-	full := func(disp int) (string, string) {
-		return fmt.Sprintf("\tVMOVDQU64 %d(%%[1]s)(R8*1), %%[2]s", disp), fmt.Sprintf("\tVMOVDQU64 %%[2]s, %d(%%[1]s)(R8*1)", disp)
-	}
 	if b > 1 {
 		s.p("%s_multi:", tag)
 		s.p("\tMOVQ CX, R9")
 		s.p("\tSUBQ R8, R9")
 		s.p("\tCMPQ R9, $%d", 64*b)
-		s.p("\tJLT %s_single", tag)
-		clayBody(s, tag+"_m", regs, full)
+		s.p("\tJLT %s_block", tag)
+		clayBody(s, tag+"_m", regs, fullMoves)
 		s.p("\tADDQ $%d, R8", 64*b)
 		s.p("\tJMP %s_multi", tag)
 	}
 	one := regs
 	one.b = 1
-	s.p("%s_single:", tag)
-	s.p("\tMOVQ CX, R9")
-	s.p("\tSUBQ R8, R9")
-	s.p("\tCMPQ R9, $64")
-	s.p("\tJLT %s_tail", tag)
-	clayBody(s, tag+"_s", one, full)
-	s.p("\tADDQ $64, R8")
-	s.p("\tJMP %s_single", tag)
-	s.p("%s_tail:", tag)
-	s.p("\tTESTQ R9, R9")
-	s.p("\tJZ %s_next", tag)
-	s.p("\tMOVQ $-1, R14")
-	s.p("\tBZHIQ R9, R14, R14")
-	s.p("\tKMOVQ R14, K1")
-	clayBody(s, tag+"_t", one, func(int) (string, string) {
-		return "\tVMOVDQU8.Z (%[1]s)(R8*1), K1, %[2]s", "\tVMOVDQU8 %[2]s, K1, (%[1]s)(R8*1)"
+	blockLoop(s, tag, func(suffix string, moves func(int) (string, string)) {
+		clayBody(s, tag+suffix, one, moves)
 	})
-	s.p("%s_next:", tag)
 	s.p("\tLEAQ (DX)(BX*8), DX")
 	s.p("\tLEAQ (DX)(BX*8), DX")
 	s.p("\tADDQ $%d, DX", 8*r)
