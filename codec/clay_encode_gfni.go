@@ -26,22 +26,27 @@ import (
 
 // clayProgram is the encode of one code as kernel tasks. Refs are resolved
 // to pointers per stripe.
+//
+// When q is small enough (gfniMinRunQ..gfniMaxRunQ) a task is a whole run
+// of q planes and the kernel uncouples parity in registers, so parity is
+// stored once; otherwise a task is one plane and the run's parity is
+// uncoupled in place afterwards by the pair kernel.
 type clayProgram struct {
 	parity             *gfniBatch
-	planes             []sref // per plane: [A, B] per data node, then m parity C
-	kinds              []byte // per plane: the kind of each data node's input
-	pairs              []sref // per run: [hi, lo, hi, lo] per coupled parity pair
+	whole              bool   // tasks are whole runs
+	tasks              []sref // per task: [A, B] per data node of each plane, then its parity C
+	kinds              []byte // per task: the kind of each data node's input
+	pairs              []sref // !whole, per run: [hi, lo, hi, lo] per coupled parity pair
 	pftCBits, pftDBits uint64
 }
 
-// sref names sub-chunk z of internal node a; zero refs name zeros (the C
-// of a virtual node).
-type sref struct {
-	zero bool
-	a, z int32
-}
+// sref names sub-chunk z of internal node a. A virtual node's C is zeros:
+// its refs name node kk+m (one past the last), whose base is a shared zero
+// sub-chunk, at z = 0, so that resolving a ref never branches.
+type sref struct{ a, z int32 }
 
-// encodeTile is the parity bytes a tile of runs aims for.
+// encodeTile is the parity bytes a tile of runs aims for, so that the pair
+// kernel reads parity U while it is still in cache.
 const encodeTile = 256 << 10
 
 var encodePtrs = sync.Pool{New: func() any { return new([]unsafe.Pointer) }}
@@ -53,39 +58,58 @@ func (c *Clay) program() (*clayProgram, error) {
 		return c.prog, nil
 	}
 	kk, q := c.k+c.nu, c.q
-	p := &clayProgram{pftCBits: gfniMatrix(pftC), pftDBits: gfniMatrix(pftD)}
+	p := &clayProgram{
+		whole:    q >= gfniMinRunQ && q <= gfniMaxRunQ && c.m == q,
+		pftCBits: gfniMatrix(pftC),
+		pftDBits: gfniMatrix(pftD),
+	}
 	var err error
 	if p.parity, err = newGFNIBatch(c.inner[kk:]); err != nil {
 		return nil, fmt.Errorf("codec: %s parity batch: %w", c.Name(), err)
 	}
 	ref := func(a, z int) sref {
 		if c.isVirtual(a) {
-			return sref{zero: true}
+			return sref{int32(kk + c.m), 0}
 		}
-		return sref{false, int32(a), int32(z)}
+		return sref{int32(a), int32(z)}
 	}
-	for z := 0; z < c.alpha; z++ {
+	inputs := func(z int) {
 		for a := 0; a < kk; a++ {
 			x, y := a%q, a/q
 			zy := c.digit(z, y)
 			self, partner := ref(a, z), ref(y*q+zy, c.swap(z, y, x))
 			switch {
 			case x == zy: // dot: U = C
-				p.planes = append(p.planes, self, self)
+				p.tasks = append(p.tasks, self, self)
 				p.kinds = append(p.kinds, 0)
 			case x > zy: // hi: U_hi = C_hi + C_lo
-				p.planes = append(p.planes, self, partner)
+				p.tasks = append(p.tasks, self, partner)
 				p.kinds = append(p.kinds, 1)
 			default: // lo: U_lo = C_hi + pftC*C_lo
-				p.planes = append(p.planes, partner, self)
+				p.tasks = append(p.tasks, partner, self)
 				p.kinds = append(p.kinds, 2)
 			}
 		}
+	}
+	outputs := func(z int) {
 		for x := 0; x < c.m; x++ {
-			p.planes = append(p.planes, ref(kk+x, z))
+			p.tasks = append(p.tasks, ref(kk+x, z))
 		}
 	}
 	for z0 := 0; z0 < c.alpha; z0 += q {
+		if p.whole {
+			for z := z0; z < z0+q; z++ {
+				inputs(z)
+			}
+			for z := z0; z < z0+q; z++ {
+				outputs(z)
+			}
+			continue
+		}
+		for z := z0; z < z0+q; z++ {
+			inputs(z)
+			outputs(z)
+		}
 		for xh := 1; xh < q; xh++ {
 			for xl := 0; xl < xh; xl++ {
 				hi, lo := ref(kk+xh, z0+xl), ref(kk+xl, z0+xh)
@@ -103,33 +127,39 @@ func (c *Clay) encodeGFNI(cb [][]byte, sc int) error {
 	if err != nil {
 		return err
 	}
-	kk, q := c.k+c.nu, c.q
 	// Every stored C buffer holds alpha*sc bytes (checked by Encode and
 	// decode), so a ref's pointer is its node's base plus z*sc.
-	at := func(r sref) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(unsafe.SliceData(cb[r.a])), int(r.z)*sc) }
-	zero := unsafe.Pointer(&c.zeros(sc)[0])
+	var bases [257]unsafe.Pointer // kk+m <= 256 internal nodes, then zeros
+	for a, b := range cb {
+		bases[a] = unsafe.Pointer(unsafe.SliceData(b))
+	}
+	bases[len(cb)] = unsafe.Pointer(&c.zeros(sc)[0])
 	pp := encodePtrs.Get().(*[]unsafe.Pointer)
-	defer encodePtrs.Put(pp)
-	ptrs := slices.Grow((*pp)[:0], len(p.planes)+len(p.pairs))
-	for _, r := range p.planes {
-		if r.zero {
-			ptrs = append(ptrs, zero)
-		} else {
-			ptrs = append(ptrs, at(r))
-		}
+	ptrs := slices.Grow((*pp)[:0], len(p.tasks)+len(p.pairs))[:len(p.tasks)+len(p.pairs)]
+	defer func() {
+		clear(ptrs) // the pool must not pin the stripe
+		*pp = ptrs[:0]
+		encodePtrs.Put(pp)
+	}()
+	for i, r := range p.tasks {
+		ptrs[i] = unsafe.Add(bases[r.a], int(r.z)*sc)
 	}
-	planes := len(ptrs)
-	for _, r := range p.pairs {
-		ptrs = append(ptrs, at(r))
+	for i, r := range p.pairs {
+		ptrs[len(p.tasks)+i] = unsafe.Add(bases[r.a], int(r.z)*sc)
 	}
-	perPlane, perRun := 2*kk+c.m, 2*q*(q-1)
-	tile := max(1, encodeTile/(q*c.m*sc)) // runs
-	for r0 := 0; r0 < c.alpha/q; r0 += tile {
-		r1 := min(r0+tile, c.alpha/q)
-		p.parity.runCoupled(sc, ptrs[r0*q*perPlane:r1*q*perPlane], p.kinds[r0*q*kk:r1*q*kk], p.pftCBits)
-		pairCRun(p.pftDBits, sc, ptrs[planes+r0*perRun:planes+r1*perRun])
+	runs := c.alpha / c.q
+	perRun, kindsPerRun := len(p.tasks)/runs, len(p.kinds)/runs
+	pairs := ptrs[len(p.tasks):]
+	perRunPairs := len(pairs) / runs
+	if p.whole {
+		p.parity.runWhole(sc, ptrs[:len(p.tasks)], p.kinds, p.pftCBits, p.pftDBits)
+		return nil
 	}
-	clear(ptrs) // the pool must not pin the stripe
-	*pp = ptrs[:0]
+	tile := max(1, encodeTile/(c.q*c.m*sc)) // runs per kernel call
+	for r0 := 0; r0 < runs; r0 += tile {
+		r1 := min(r0+tile, runs)
+		p.parity.runCoupled(sc, ptrs[r0*perRun:r1*perRun], p.kinds[r0*kindsPerRun:r1*kindsPerRun], p.pftCBits)
+		pairCRun(p.pftDBits, sc, pairs[r0*perRunPairs:r1*perRunPairs])
+	}
 	return nil
 }

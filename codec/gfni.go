@@ -52,10 +52,11 @@ func gfniMatrix(c byte) uint64 {
 	return m
 }
 
-// runCoupled applies the matrix to every task, with inputs computed from
-// coupled pairs on the fly: input j of task t is the pointer pair ptrs[t*(2*cols+rows)+2j:][:2] =
-// [A, B] and kinds[t*cols+j] selects A (0), A+B (1) or A+lo*B (2), lo a
-// gfniMatrix; the rows output pointers follow the 2*cols inputs.
+// runCoupled applies the matrix to every task, n bytes per slice, with
+// inputs computed from coupled pairs on the fly: input j of task t is the
+// pointer pair ptrs[t*(2*cols+rows)+2j:][:2] = [A, B] and kinds[t*cols+j]
+// selects A (0), A+B (1) or A+lo*B (2), lo a gfniMatrix; the rows output
+// pointers follow the 2*cols inputs.
 func (b *gfniBatch) runCoupled(n int, ptrs []unsafe.Pointer, kinds []byte, lo uint64) {
 	if n == 0 || len(kinds) == 0 {
 		return
@@ -67,8 +68,25 @@ func (b *gfniBatch) runCoupled(n int, ptrs []unsafe.Pointer, kinds []byte, lo ui
 	gfniClayRows(b.rows, &b.bits[0], b.cols, n, &ptrs[0], &kinds[0], t, lo)
 }
 
+// runWhole is runCoupled for whole Clay runs of q = rows planes at once,
+// with the parity uncoupled in registers by d before it is stored (see
+// gfni_gen.go's runKernel). A task is q planes of cols pointer pairs, then
+// the q*q parity C pointers, plane-major; kinds go q*cols per task.
+func (b *gfniBatch) runWhole(n int, ptrs []unsafe.Pointer, kinds []byte, lo, d uint64) {
+	if n == 0 || len(kinds) == 0 {
+		return
+	}
+	q := b.rows
+	t := tasks(len(kinds), q*b.cols)
+	if len(ptrs) != t*q*(2*b.cols+q) {
+		panic(fmt.Sprintf("codec: run gfni batch of %d tasks has %d pointers", t, len(ptrs)))
+	}
+	gfniClayRunQ(q, &b.bits[0], b.cols, n, &ptrs[0], &kinds[0], t, lo, d)
+}
+
 // pairCRun is the parity uncoupling of Clay, one multiply per position (m
-// a gfniMatrix): it computes o1 = m*(a+b), then o0 = a+o1, per task [a, b, o0, o1].
+// a gfniMatrix): it computes o1 = m*(a+b), then o0 = a+o1, per task
+// [a, b, o0, o1].
 func pairCRun(m uint64, n int, ptrs []unsafe.Pointer) {
 	if n > 0 && len(ptrs) > 0 {
 		gfniPairC(m, n, &ptrs[0], tasks(len(ptrs), 4))

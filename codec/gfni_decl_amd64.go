@@ -6,7 +6,11 @@ package codec
 
 import "unsafe"
 
-const gfniMaxRows = 16
+const (
+	gfniMaxRows = 16
+	gfniMinRunQ = 2
+	gfniMaxRunQ = 3
+)
 
 //go:noescape
 func gfniClay1(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
@@ -56,6 +60,12 @@ func gfniClay15(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte,
 //go:noescape
 func gfniClay16(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
 
+//go:noescape
+func gfniClayRun2(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)
+
+//go:noescape
+func gfniClayRun3(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)
+
 // gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.
 //
 //go:noescape
@@ -98,5 +108,17 @@ func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, 
 		gfniClay16(mat, cols, n, ptrs, kinds, tasks, lo)
 	default:
 		panic("codec: gfni kernel for too many rows")
+	}
+}
+
+// gfniClayRunQ runs the whole-run kernel for q (2..gfniMaxRunQ).
+func gfniClayRunQ(q int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {
+	switch q {
+	case 2:
+		gfniClayRun2(mat, cols, n, ptrs, kinds, tasks, lo, d)
+	case 3:
+		gfniClayRun3(mat, cols, n, ptrs, kinds, tasks, lo, d)
+	default:
+		panic("codec: no gfni run kernel for this q")
 	}
 }

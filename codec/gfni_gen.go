@@ -24,7 +24,13 @@ import (
 	"os"
 )
 
-const maxRows = 16
+// maxRows bounds the rows of gfniClay<R>; gfniClayRun<Q> exists for Q in
+// minRunQ..maxRunQ, the q whose whole run of accumulators fits the registers.
+const (
+	maxRows = 16
+	minRunQ = 2
+	maxRunQ = 3
+)
 
 type emitter struct{ b bytes.Buffer }
 
@@ -39,6 +45,9 @@ func main() {
 	s.p("#include \"textflag.h\"")
 	for r := 1; r <= maxRows; r++ {
 		clayKernel(&s, r)
+	}
+	for q := minRunQ; q <= maxRunQ; q++ {
+		runKernel(&s, q)
 	}
 	pairKernel(&s)
 	write("gfni_amd64.s", s.b.Bytes())
@@ -63,11 +72,20 @@ func decls() []byte {
 	s.p("")
 	s.p("import \"unsafe\"")
 	s.p("")
-	s.p("const gfniMaxRows = %d", maxRows)
+	s.p("const (")
+	s.p("\tgfniMaxRows = %d", maxRows)
+	s.p("\tgfniMinRunQ = %d", minRunQ)
+	s.p("\tgfniMaxRunQ = %d", maxRunQ)
+	s.p(")")
 	for r := 1; r <= maxRows; r++ {
 		s.p("")
 		s.p("//go:noescape")
 		s.p("func gfniClay%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
+	}
+	for q := minRunQ; q <= maxRunQ; q++ {
+		s.p("")
+		s.p("//go:noescape")
+		s.p("func gfniClayRun%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)", q)
 	}
 	s.p("")
 	s.p("// gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.")
@@ -86,11 +104,23 @@ func decls() []byte {
 	s.p("\t\tpanic(\"codec: gfni kernel for too many rows\")")
 	s.p("\t}")
 	s.p("}")
+	s.p("")
+	s.p("// gfniClayRunQ runs the whole-run kernel for q (%d..gfniMaxRunQ).", minRunQ)
+	s.p("func gfniClayRunQ(q int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {")
+	s.p("\tswitch q {")
+	for q := minRunQ; q <= maxRunQ; q++ {
+		s.p("\tcase %d:", q)
+		s.p("\t\tgfniClayRun%d(mat, cols, n, ptrs, kinds, tasks, lo, d)", q)
+	}
+	s.p("\tdefault:")
+	s.p("\t\tpanic(\"codec: no gfni run kernel for this q\")")
+	s.p("\t}")
+	s.p("}")
 	return s.b.Bytes()
 }
 
-// blockLoop emits the walk over the rest of a task from R8, a block at a
-// time: R9 is the bytes left; full blocks use plain moves, the tail the
+// blockLoop emits the walk over the rest of a task from R8 to CX = n, a
+// block at a time: R9 is the bytes left; full blocks use plain moves, the tail the
 // byte mask K1. body(suffix, moves) emits one block; suffix keeps its labels
 // apart, moves(disp) gives the load and store formats at displacement disp.
 func blockLoop(s *emitter, tag string, body func(suffix string, moves func(disp int) (string, string))) {
@@ -162,62 +192,114 @@ func pairKernel(s *emitter) {
 // column j of a task is two pointers [A, B] and kinds[j] says what the
 // input is: 0 A (a dot), 1 A+B (a hi node: C_hi + C_lo), 2 A+M*B with M
 // the lo matrix (a lo node: C_hi + pftC*C_lo). So the U of Clay's data
-// nodes is never written anywhere.
+// nodes is never written anywhere. A task is the cols pointer pairs, then
+// the rows output pointers.
+func clayKernel(s *emitter, r int) {
+	name := fmt.Sprintf("gfniClay%d", r)
+	coupledKernel(s, name, "lo uint64", widest(clayRegs{r: r, planes: 1, top: 31}),
+		func(tag string, g clayRegs, moves mover) {
+			s.p("\tMOVQ DX, R11")
+			clayColumns(s, tag, g, 0, moves)
+			clayStores(s, g, moves)
+		})
+}
+
+// runKernel is clayKernel for a whole run of q planes at once, with q
+// parity rows (Clay's m = q), and the parity uncoupled before it is
+// stored: parity U of the run's q*q sub-chunks stays in registers, so
+// parity is written once, as C, and never read back. A task is each
+// plane's cols pointer pairs in turn, then the q*q parity C pointers
+// (plane-major), and the pair matrix d (pftD) sits beside lo. Only small q
+// fit: q*q*B accumulators.
+func runKernel(s *emitter, q int) {
+	name := fmt.Sprintf("gfniClayRun%d", q)
+	coupledKernel(s, name, "lo, d uint64", widest(clayRegs{r: q, planes: q, top: 30}),
+		func(tag string, g clayRegs, moves mover) {
+			s.p("\tMOVQ DX, R11")
+			for p := 0; p < q; p++ {
+				clayColumns(s, fmt.Sprintf("%s_z%d", tag, p), g, p, moves)
+				s.p("\tADDQ BX, DI")
+			}
+			for p := 0; p < q; p++ {
+				s.p("\tSUBQ BX, DI")
+			}
+			// Node xh at plane xl pairs with node xl at plane xh:
+			// C_lo = d*(U_hi + U_lo), C_hi = U_hi + C_lo.
+			for blk := 0; blk < g.b; blk++ {
+				for xh := 1; xh < q; xh++ {
+					for xl := 0; xl < xh; xl++ {
+						hi, lo := g.acc(xl, blk, xh), g.acc(xh, blk, xl)
+						s.p("\tVPXORQ %s, %s, %s", lo, hi, g.tmp())
+						s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.d(), g.tmp(), lo)
+						s.p("\tVPXORQ %s, %s, %s", lo, hi, hi)
+					}
+				}
+			}
+			clayStores(s, g, moves)
+		})
+}
+
+type mover = func(disp int) (string, string)
+
+// coupledKernel emits the frame the coupled kernels share: over tasks, a
+// walk over their n bytes, B blocks per step (g.b) while they last,
+// then single blocks and the masked tail. body emits one step at R8; a task
+// is g.planes planes of cols pointer pairs and kinds, then
+// g.planes*g.r output pointers.
 //
-// Blocks go B at a time (B*R accumulators), so that each matrix entry,
-// broadcast into a register once per column, serves B blocks and the
-// pointer and kind loads are paid once per B blocks. The first column
-// writes the accumulators instead of zeroing them; the others go two at a
-// time, folding both products into an accumulator with one VPTERNLOGQ.
+// Blocks go B at a time, so that each matrix entry, broadcast into a
+// register once per column, serves B blocks and the pointer and kind loads
+// are paid once per B blocks.
 //
 // AX matrix, BX cols, CX n, DX task pointers, SI tasks left, DI the task's
 // kinds, R8 position, R9 bytes left, R10 matrix cursor, R11 pointer
 // cursor, R12 column, R13 slice pointer, R14 kind (and the tail mask).
-func clayKernel(s *emitter, r int) {
-	tag := fmt.Sprintf("clay%d", r)
-	b := 1
-	for _, w := range []int{4, 2} {
-		if (clayRegs{r: r, b: w, wide: w}).fits() {
-			b = w
-			break
-		}
+func coupledKernel(s *emitter, name, mats string, g clayRegs, body func(tag string, g clayRegs, moves mover)) {
+	tag := name[len("gfni"):]
+	frame := 56
+	if g.top == 30 {
+		frame = 64
 	}
-	regs := clayRegs{r: r, b: b, wide: b}
 	s.p("")
-	s.p("// func gfniClay%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
-	s.p("TEXT ·gfniClay%d(SB), NOSPLIT, $0-56", r)
+	s.p("// func %s(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, %s)", name, mats)
+	s.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
 	s.p("\tMOVQ mat+0(FP), AX")
 	s.p("\tMOVQ cols+8(FP), BX")
 	s.p("\tMOVQ n+16(FP), CX")
 	s.p("\tMOVQ ptrs+24(FP), DX")
 	s.p("\tMOVQ kinds+32(FP), DI")
 	s.p("\tMOVQ tasks+40(FP), SI")
-	s.p("\tVPBROADCASTQ lo+48(FP), %s", regs.lo())
+	s.p("\tVPBROADCASTQ lo+48(FP), %s", g.lo())
+	if g.top == 30 {
+		s.p("\tVPBROADCASTQ d+56(FP), %s", g.d())
+	}
 	s.p("\tTESTQ BX, BX")
 	s.p("\tJZ %s_done", tag)
 	s.p("%s_task:", tag)
 	s.p("\tTESTQ SI, SI")
 	s.p("\tJZ %s_done", tag)
 	s.p("\tXORQ R8, R8")
-	if b > 1 {
+	if g.b > 1 {
 		s.p("%s_multi:", tag)
 		s.p("\tMOVQ CX, R9")
 		s.p("\tSUBQ R8, R9")
-		s.p("\tCMPQ R9, $%d", 64*b)
+		s.p("\tCMPQ R9, $%d", 64*g.b)
 		s.p("\tJLT %s_block", tag)
-		clayBody(s, tag+"_m", regs, fullMoves)
-		s.p("\tADDQ $%d, R8", 64*b)
+		body(tag+"_m", g, fullMoves)
+		s.p("\tADDQ $%d, R8", 64*g.b)
 		s.p("\tJMP %s_multi", tag)
 	}
-	one := regs
+	one := g
 	one.b = 1
 	blockLoop(s, tag, func(suffix string, moves func(int) (string, string)) {
-		clayBody(s, tag+suffix, one, moves)
+		body(tag+suffix, one, moves)
 	})
-	s.p("\tLEAQ (DX)(BX*8), DX")
-	s.p("\tLEAQ (DX)(BX*8), DX")
-	s.p("\tADDQ $%d, DX", 8*r)
-	s.p("\tADDQ BX, DI")
+	for p := 0; p < g.planes; p++ {
+		s.p("\tLEAQ (DX)(BX*8), DX")
+		s.p("\tLEAQ (DX)(BX*8), DX")
+		s.p("\tADDQ BX, DI")
+	}
+	s.p("\tADDQ $%d, DX", 8*g.planes*g.r)
 	s.p("\tDECQ SI")
 	s.p("\tJMP %s_task", tag)
 	s.p("%s_done:", tag)
@@ -226,28 +308,59 @@ func clayKernel(s *emitter, r int) {
 }
 
 // clayRegs assigns the vector registers of a loop over b blocks with r
-// rows of accumulators, in a kernel whose widest loop has wide blocks: Z31
-// holds the lo matrix for all loops, two sets of wide input registers
-// follow, then the scratch registers, and the accumulators start at Z0.
-type clayRegs struct{ r, b, wide int }
+// rows of accumulators for each of planes planes, in a kernel whose widest
+// loop has wide blocks. From the top: Z31 holds the lo matrix, Z30 the
+// pair matrix d when top is 30, then two sets of wide input registers, the
+// scratch registers, and the accumulators from Z0 up.
+type clayRegs struct{ r, b, wide, planes, top int }
 
-func (g clayRegs) z(i int) string         { return fmt.Sprintf("Z%d", i) }
-func (g clayRegs) acc(blk, i int) string  { return g.z(blk*g.r + i) }
-func (g clayRegs) lo() string             { return g.z(31) }
-func (g clayRegs) in(set, blk int) string { return g.z(30 - set*g.wide - blk) }
-func (g clayRegs) tmp() string            { return g.z(30 - 2*g.wide) }
-func (g clayRegs) mat(set int) string     { return g.z(29 - 2*g.wide - set) }
-func (g clayRegs) product(set int) string { return g.z(27 - 2*g.wide - set) }
-func (g clayRegs) fits() bool             { return g.b*g.r <= 26-2*g.wide }
+// widest is g with the most blocks per step (4, 2 or 1) that fit.
+func widest(g clayRegs) clayRegs {
+	for _, w := range []int{4, 2, 1} {
+		g.b, g.wide = w, w
+		if g.fits() {
+			return g
+		}
+	}
+	panic(fmt.Sprintf("gfni_gen: %d planes of %d rows do not fit the registers", g.planes, g.r))
+}
 
-// clayBody emits g.b blocks at R8: every column into the accumulators,
-// then the stores. moves(disp) gives the load and store formats for the
-// block at byte displacement disp.
-func clayBody(s *emitter, tag string, g clayRegs, moves func(disp int) (string, string)) {
+func (g clayRegs) z(i int) string               { return fmt.Sprintf("Z%d", i) }
+func (g clayRegs) acc(plane, blk, i int) string { return g.z((plane*g.b+blk)*g.r + i) }
+func (g clayRegs) lo() string                   { return g.z(31) }
+func (g clayRegs) d() string                    { return g.z(30) }
+func (g clayRegs) in(set, blk int) string       { return g.z(g.top - 1 - set*g.wide - blk) }
+func (g clayRegs) tmp() string                  { return g.z(g.top - 1 - 2*g.wide) }
+func (g clayRegs) mat(set int) string           { return g.z(g.top - 2 - 2*g.wide - set) }
+func (g clayRegs) product(set int) string       { return g.z(g.top - 4 - 2*g.wide - set) }
+func (g clayRegs) fits() bool                   { return g.planes*g.b*g.r <= g.top-5-2*g.wide }
+
+// clayColumns emits g.b blocks at R8 of one plane: every column of the
+// plane's pointer pairs from R11 (left past them) into the plane's
+// accumulators. The first column writes the accumulators instead of
+// zeroing them; the others go two at a time, folding both products into
+// an accumulator with one VPTERNLOGQ. moves(disp) gives the load and store
+// formats for the block at byte displacement disp.
+func clayColumns(s *emitter, tag string, g clayRegs, plane int, moves mover) {
 	if !g.fits() {
 		panic(fmt.Sprintf("gfni_gen: %d rows x %d blocks do not fit the registers", g.r, g.b))
 	}
 	load := func(disp int) string { l, _ := moves(disp); return l }
+	acc := func(blk, i int) string { return g.acc(plane, blk, i) }
+	// mat(set, e) is matrix entry e (at 8e(R10)) as an operand: a single
+	// block takes it by embedded broadcast straight from memory, several
+	// blocks share one broadcast into register mat(set).
+	bcst := ""
+	if g.b == 1 {
+		bcst = ".BCST"
+	}
+	mat := func(set, e int) string {
+		if g.b == 1 {
+			return fmt.Sprintf("%d(R10)", 8*e)
+		}
+		s.p("\tVPBROADCASTQ %d(R10), %s", 8*e, g.mat(set))
+		return g.mat(set)
+	}
 	// input loads column set's inputs (pointers at poff(R11), kind at
 	// koff(DI)(R12*1)) into in(set, .), forming U from its pair.
 	input := func(label string, set, poff, koff int) {
@@ -275,20 +388,17 @@ func clayBody(s *emitter, tag string, g clayRegs, moves func(disp int) (string, 
 		s.p("%s_ok:", label)
 	}
 	s.p("\tMOVQ AX, R10")
-	s.p("\tMOVQ DX, R11")
 	s.p("\tXORQ R12, R12")
-	// The first column writes the accumulators.
 	input(tag+"_c0", 0, 0, 0)
 	for i := 0; i < g.r; i++ {
-		s.p("\tVPBROADCASTQ %d(R10), %s", 8*i, g.mat(0))
+		m0 := mat(0, i)
 		for blk := 0; blk < g.b; blk++ {
-			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.mat(0), g.in(0, blk), g.acc(blk, i))
+			s.p("\tVGF2P8AFFINEQB%s $0x00, %s, %s, %s", bcst, m0, g.in(0, blk), acc(blk, i))
 		}
 	}
 	s.p("\tADDQ $%d, R10", 8*g.r)
 	s.p("\tADDQ $16, R11")
 	s.p("\tINCQ R12")
-	// Then two columns at a time.
 	s.p("%s_pairs:", tag)
 	s.p("\tLEAQ 2(R12), R14")
 	s.p("\tCMPQ R14, BX")
@@ -296,39 +406,42 @@ func clayBody(s *emitter, tag string, g clayRegs, moves func(disp int) (string, 
 	input(tag+"_p0", 0, 0, 0)
 	input(tag+"_p1", 1, 16, 1)
 	for i := 0; i < g.r; i++ {
-		s.p("\tVPBROADCASTQ %d(R10), %s", 8*i, g.mat(0))
-		s.p("\tVPBROADCASTQ %d(R10), %s", 8*(g.r+i), g.mat(1))
+		m0, m1 := mat(0, i), mat(1, g.r+i)
 		for blk := 0; blk < g.b; blk++ {
-			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.mat(0), g.in(0, blk), g.product(0))
-			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.mat(1), g.in(1, blk), g.product(1))
-			s.p("\tVPTERNLOGQ $0x96, %s, %s, %s", g.product(1), g.product(0), g.acc(blk, i))
+			s.p("\tVGF2P8AFFINEQB%s $0x00, %s, %s, %s", bcst, m0, g.in(0, blk), g.product(0))
+			s.p("\tVGF2P8AFFINEQB%s $0x00, %s, %s, %s", bcst, m1, g.in(1, blk), g.product(1))
+			s.p("\tVPTERNLOGQ $0x96, %s, %s, %s", g.product(1), g.product(0), acc(blk, i))
 		}
 	}
 	s.p("\tADDQ $%d, R10", 16*g.r)
 	s.p("\tADDQ $32, R11")
 	s.p("\tADDQ $2, R12")
 	s.p("\tJMP %s_pairs", tag)
-	// And the odd one out.
 	s.p("%s_last:", tag)
 	s.p("\tCMPQ R12, BX")
-	s.p("\tJGE %s_store", tag)
+	s.p("\tJGE %s_end", tag)
 	input(tag+"_l", 0, 0, 0)
 	for i := 0; i < g.r; i++ {
-		s.p("\tVPBROADCASTQ %d(R10), %s", 8*i, g.mat(0))
+		m0 := mat(0, i)
 		for blk := 0; blk < g.b; blk++ {
-			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.mat(0), g.in(0, blk), g.product(0))
-			s.p("\tVPXORQ %s, %s, %s", g.product(0), g.acc(blk, i), g.acc(blk, i))
+			s.p("\tVGF2P8AFFINEQB%s $0x00, %s, %s, %s", bcst, m0, g.in(0, blk), g.product(0))
+			s.p("\tVPXORQ %s, %s, %s", g.product(0), acc(blk, i), acc(blk, i))
 		}
 	}
-	s.p("\tADDQ $%d, R10", 8*g.r)
 	s.p("\tADDQ $16, R11")
-	s.p("\tINCQ R12")
-	s.p("%s_store:", tag)
-	for i := 0; i < g.r; i++ {
-		s.p("\tMOVQ %d(R11), R13", 8*i)
-		for blk := 0; blk < g.b; blk++ {
-			_, store := moves(64 * blk)
-			s.p(store, "R13", g.acc(blk, i))
+	s.p("%s_end:", tag)
+}
+
+// clayStores stores every plane's accumulators through the output
+// pointers at R11, plane-major.
+func clayStores(s *emitter, g clayRegs, moves mover) {
+	for p := 0; p < g.planes; p++ {
+		for i := 0; i < g.r; i++ {
+			s.p("\tMOVQ %d(R11), R13", 8*(p*g.r+i))
+			for blk := 0; blk < g.b; blk++ {
+				_, store := moves(64 * blk)
+				s.p(store, "R13", g.acc(p, blk, i))
+			}
 		}
 	}
 }
