@@ -19,10 +19,14 @@ import (
 // Per output position that is k*m multiplies plus one per coupled lo data
 // node and one per coupled parity pair, against (k + coupled)*m for the
 // folded library path (clay-6-3: 21 per plane against 30; RS needs 18), and
-// no U is ever written.
+// no data U is ever written.
 //
-// Runs go in tiles whose parity fits in cache, so that the uncoupling reads
-// the parity U while it is still there.
+// For q <= 3 a whole run's q*q parity U fits the vector registers, so one
+// kernel does the run and uncouples parity before storing it: parity is
+// written once, as C. For larger q the pair kernel uncouples it in place
+// after the run (a q = 4 run kernel would have to go one block at a time,
+// and measured slower than that); runs then go in tiles whose parity fits
+// in cache, so that the pair kernel reads parity U while it is still there.
 
 // clayProgram is the encode of one code as kernel tasks. Refs are resolved
 // to pointers per stripe.

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -34,6 +35,15 @@ func newGFNIBatch(m [][]byte) (*gfniBatch, error) {
 	}
 	return b, nil
 }
+
+// gfniMatrices is gfniMatrix of every byte, built on first use.
+var gfniMatrices = sync.OnceValue(func() *[256]uint64 {
+	var t [256]uint64
+	for c := range t {
+		t[c] = gfniMatrix(byte(c))
+	}
+	return &t
+})
 
 // gfniMatrix is multiplication by c as the 8x8 bit matrix of
 // VGF2P8AFFINEQB: byte 7-i of the result selects the input bits whose
@@ -98,4 +108,22 @@ func tasks(ptrs, stride int) int {
 		panic(fmt.Sprintf("codec: gfni batch of %d pointers, not a multiple of %d", ptrs, stride))
 	}
 	return ptrs / stride
+}
+
+// sparseRun computes bytes [from, to) of every task's out = sum over its
+// terms of m_j * in_j: task t has terms[t] terms, its pointers
+// [out, in_1..] and matrices [m_1..] (gfniMatrix form) follow the previous
+// task's in ptrs and mats.
+func sparseRun(from, to int, ptrs []unsafe.Pointer, mats []uint64, terms []int) {
+	if from >= to || len(terms) == 0 {
+		return
+	}
+	if len(ptrs) != len(terms)+len(mats) {
+		panic(fmt.Sprintf("codec: sparse gfni batch of %d tasks, %d terms has %d pointers", len(terms), len(mats), len(ptrs)))
+	}
+	var mp *uint64
+	if len(mats) > 0 {
+		mp = &mats[0]
+	}
+	gfniSparse(from, to, &ptrs[0], mp, &terms[0], len(terms))
 }

@@ -71,6 +71,11 @@ func gfniClayRun3(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byt
 //go:noescape
 func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)
 
+// gfniSparse computes bytes [from, to) of out = sum of m_j*in_j per task.
+//
+//go:noescape
+func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)
+
 // gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).
 func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {
 	switch rows {

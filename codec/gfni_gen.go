@@ -14,6 +14,8 @@
 //   - gfniClay<R>: a matrix of R rows times any number of inputs, each
 //     formed from a coupled pair of Clay sub-chunks as it is loaded.
 //   - gfniPairC: the parity uncoupling of Clay, in place.
+//   - gfniSparse: sparse matrix rows, each its own coefficients and inputs
+//     (repair and decode matrices), a window [from, to) of the slices.
 //
 // gfniClay<R> also walks B blocks at a time before the single blocks.
 package main
@@ -50,6 +52,7 @@ func main() {
 		runKernel(&s, q)
 	}
 	pairKernel(&s)
+	sparseKernel(&s)
 	write("gfni_amd64.s", s.b.Bytes())
 	write("gfni_decl_amd64.go", decls())
 }
@@ -92,6 +95,11 @@ func decls() []byte {
 	s.p("//")
 	s.p("//go:noescape")
 	s.p("func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)")
+	s.p("")
+	s.p("// gfniSparse computes bytes [from, to) of out = sum of m_j*in_j per task.")
+	s.p("//")
+	s.p("//go:noescape")
+	s.p("func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)")
 	s.p("")
 	s.p("// gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).")
 	s.p("func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {")
@@ -444,4 +452,98 @@ func clayStores(s *emitter, g clayRegs, moves mover) {
 			}
 		}
 	}
+}
+
+// sparseKernel computes, per task, out = sum over its terms of m_j * in_j
+// over bytes [from, to): terms[t] terms, ptrs [out, in_1..in_terms] and
+// mats [m_1..m_terms] (gfniMatrix form) per task, back to back. The sum
+// stays in registers, so out is written once whatever the number of terms
+// (zero terms write zeros). Blocks go 8 per step, terms two at a time
+// folded with one VPTERNLOGQ.
+//
+// BX matrix cursor, CX to, DX task pointers, SI tasks left, DI term
+// counts, R8 position, R9 bytes left, R10 matrix cursor, R11 pointer
+// cursor, R12 terms left, R13 and R14 input pointers.
+func sparseKernel(s *emitter) {
+	const name, tag, wide = "gfniSparse", "sparse", 8
+	acc := func(blk int) string { return fmt.Sprintf("Z%d", blk) }
+	in := func(set, blk int) string { return fmt.Sprintf("Z%d", wide+set*wide+blk) }
+	mat := func(set int) string { return fmt.Sprintf("Z%d", 3*wide+set) }
+	s.p("")
+	s.p("// func %s(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)", name)
+	s.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	s.p("\tMOVQ to+8(FP), CX")
+	s.p("\tMOVQ ptrs+16(FP), DX")
+	s.p("\tMOVQ mats+24(FP), BX")
+	s.p("\tMOVQ terms+32(FP), DI")
+	s.p("\tMOVQ tasks+40(FP), SI")
+	s.p("%s_task:", tag)
+	s.p("\tTESTQ SI, SI")
+	s.p("\tJZ %s_done", tag)
+	s.p("\tMOVQ from+0(FP), R8")
+	body := func(label string, b int, moves mover) {
+		load := func(blk int) string { l, _ := moves(64 * blk); return l }
+		s.p("\tMOVQ BX, R10")
+		s.p("\tLEAQ 8(DX), R11")
+		s.p("\tMOVQ (DI), R12")
+		for blk := 0; blk < b; blk++ {
+			s.p("\tVPXORQ %s, %s, %s", acc(blk), acc(blk), acc(blk))
+		}
+		s.p("%s_pairs:", label)
+		s.p("\tCMPQ R12, $2")
+		s.p("\tJLT %s_last", label)
+		s.p("\tMOVQ (R11), R13")
+		s.p("\tMOVQ 8(R11), R14")
+		s.p("\tVPBROADCASTQ (R10), %s", mat(0))
+		s.p("\tVPBROADCASTQ 8(R10), %s", mat(1))
+		for blk := 0; blk < b; blk++ {
+			s.p(load(blk), "R13", in(0, blk))
+			s.p(load(blk), "R14", in(1, blk))
+		}
+		for blk := 0; blk < b; blk++ {
+			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", mat(0), in(0, blk), in(0, blk))
+			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", mat(1), in(1, blk), in(1, blk))
+			s.p("\tVPTERNLOGQ $0x96, %s, %s, %s", in(1, blk), in(0, blk), acc(blk))
+		}
+		s.p("\tADDQ $16, R10")
+		s.p("\tADDQ $16, R11")
+		s.p("\tSUBQ $2, R12")
+		s.p("\tJMP %s_pairs", label)
+		s.p("%s_last:", label)
+		s.p("\tTESTQ R12, R12")
+		s.p("\tJZ %s_store", label)
+		s.p("\tMOVQ (R11), R13")
+		s.p("\tVPBROADCASTQ (R10), %s", mat(0))
+		for blk := 0; blk < b; blk++ {
+			s.p(load(blk), "R13", in(0, blk))
+			s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", mat(0), in(0, blk), in(0, blk))
+			s.p("\tVPXORQ %s, %s, %s", in(0, blk), acc(blk), acc(blk))
+		}
+		s.p("%s_store:", label)
+		s.p("\tMOVQ (DX), R13")
+		for blk := 0; blk < b; blk++ {
+			_, store := moves(64 * blk)
+			s.p(store, "R13", acc(blk))
+		}
+	}
+	s.p("%s_multi:", tag)
+	s.p("\tMOVQ CX, R9")
+	s.p("\tSUBQ R8, R9")
+	s.p("\tCMPQ R9, $%d", 64*wide)
+	s.p("\tJLT %s_block", tag)
+	body(tag+"_m", wide, fullMoves)
+	s.p("\tADDQ $%d, R8", 64*wide)
+	s.p("\tJMP %s_multi", tag)
+	blockLoop(s, tag, func(suffix string, moves func(int) (string, string)) {
+		body(tag+suffix, 1, moves)
+	})
+	s.p("\tMOVQ (DI), R12")
+	s.p("\tLEAQ 8(DX)(R12*8), DX")
+	s.p("\tLEAQ (BX)(R12*8), BX")
+	s.p("\tADDQ $8, DI")
+	s.p("\tDECQ SI")
+	s.p("\tJMP %s_task", tag)
+	s.p("%s_done:", tag)
+	s.p("\tVZEROUPPER")
+	s.p("\tRET")
 }

@@ -23,3 +23,7 @@ func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, 
 func gfniClayRunQ(q int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {
 	panic("codec: gfni kernels are not built for this platform")
 }
+
+func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int) {
+	panic("codec: gfni kernels are not built for this platform")
+}

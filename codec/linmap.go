@@ -3,6 +3,7 @@ package codec
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/klauspost/reedsolomon"
 )
@@ -28,8 +29,9 @@ type linmap struct {
 }
 
 type term struct {
-	col int
-	c   byte
+	col  int
+	c    byte
+	bits uint64 // c as a gfniMatrix, for the sparse GFNI kernel
 }
 
 // fusedBlock is the sub-matrix rows [r0, r1) x columns [c0, c1) as an
@@ -64,7 +66,7 @@ func newLinmap(m [][]byte, cols int) (*linmap, error) {
 		}
 		for j, c := range row {
 			if c != 0 {
-				l.terms[i] = append(l.terms[i], term{j, c})
+				l.terms[i] = append(l.terms[i], term{j, c, gfniMatrices()[c]})
 				nnz++
 			}
 		}
@@ -143,6 +145,10 @@ func (l *linmap) apply(in, out [][]byte) {
 // sparseRows computes the given rows with one mul-XOR per nonzero, in
 // segments that keep the inputs of a pass in cache.
 func (l *linmap) sparseRows(rows []int, in, out [][]byte, size int) {
+	if hasGFNI {
+		l.sparseGFNI(rows, in, out, size)
+		return
+	}
 	for off := 0; off < size; off += l.seg {
 		end := min(off+l.seg, size)
 		for _, i := range rows {
@@ -158,6 +164,44 @@ func (l *linmap) sparseRows(rows []int, in, out [][]byte, size int) {
 			}
 		}
 	}
+}
+
+// sparseTable is the kernel form of sparseRows' rows for one call.
+type sparseTable struct {
+	ptrs  []unsafe.Pointer
+	mats  []uint64
+	terms []int
+}
+
+var sparseTables = sync.Pool{New: func() any { return new(sparseTable) }}
+
+// sparseGFNI is sparseRows on the GFNI sparse kernel: each row's sum
+// builds in registers and is stored once, instead of one read-modify-write
+// of the row per nonzero.
+func (l *linmap) sparseGFNI(rows []int, in, out [][]byte, size int) {
+	t := sparseTables.Get().(*sparseTable)
+	ptrs, mats, terms := t.ptrs[:0], t.mats[:0], t.terms[:0]
+	for _, i := range rows {
+		if len(out[i]) < size {
+			panic(fmt.Sprintf("codec: linmap output %d has %d bytes, want %d", i, len(out[i]), size))
+		}
+		ts := l.terms[i]
+		terms = append(terms, len(ts))
+		ptrs = append(ptrs, unsafe.Pointer(unsafe.SliceData(out[i])))
+		for _, tm := range ts {
+			if len(in[tm.col]) < size {
+				panic(fmt.Sprintf("codec: linmap input %d has %d bytes, want %d", tm.col, len(in[tm.col]), size))
+			}
+			ptrs = append(ptrs, unsafe.Pointer(unsafe.SliceData(in[tm.col])))
+			mats = append(mats, tm.bits)
+		}
+	}
+	for off := 0; off < size; off += l.seg {
+		sparseRun(off, min(off+l.seg, size), ptrs, mats, terms)
+	}
+	clear(ptrs) // the pool must not pin callers' buffers
+	t.ptrs, t.mats, t.terms = ptrs[:0], mats[:0], terms[:0]
+	sparseTables.Put(t)
 }
 
 // fusedCallBytes is the fixed cost of one fused block call (~170 ns: the
