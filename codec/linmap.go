@@ -13,9 +13,12 @@ import (
 // decodes, PM encoding and every repair matrix.
 //
 // Two strategies, chosen once per matrix:
-//   - sparse: one SIMD mul-XOR per nonzero entry, processed in cache-sized
-//     segments. Repair matrices are mostly sparse (a Clay single repair has
-//     about n nonzeros per output row).
+//   - sparse: per output row, the sum over its nonzero entries, processed
+//     in cache-sized segments. Repair matrices are mostly sparse (a Clay
+//     single repair has about n nonzeros per output row). On CPUs with
+//     AVX-512 GFNI our own kernel (gfniSparse) keeps each row's sum in
+//     registers and stores it once; elsewhere it is one library mul-XOR
+//     per nonzero, a read-modify-write of the row each time.
 //   - fused: reedsolomon encoders with the matrix as custom parity rows,
 //     whose kernels read each input once for many outputs. Used for dense
 //     matrices.
