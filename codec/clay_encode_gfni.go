@@ -162,7 +162,7 @@ func (c *Clay) encodeGFNI(cb [][]byte, sc int) error {
 	tile := max(1, encodeTile/(c.q*c.m*sc)) // runs per kernel call
 	for r0 := 0; r0 < runs; r0 += tile {
 		r1 := min(r0+tile, runs)
-		p.parity.runCoupled(sc, ptrs[r0*perRun:r1*perRun], p.kinds[r0*kindsPerRun:r1*kindsPerRun], p.pftCBits)
+		p.parity.runCoupled(0, sc, ptrs[r0*perRun:r1*perRun], p.kinds[r0*kindsPerRun:r1*kindsPerRun], p.pftCBits)
 		pairCRun(p.pftDBits, sc, pairs[r0*perRunPairs:r1*perRunPairs])
 	}
 	return nil

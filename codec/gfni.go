@@ -62,20 +62,20 @@ func gfniMatrix(c byte) uint64 {
 	return m
 }
 
-// runCoupled applies the matrix to every task, n bytes per slice, with
-// inputs computed from coupled pairs on the fly: input j of task t is the
-// pointer pair ptrs[t*(2*cols+rows)+2j:][:2] = [A, B] and kinds[t*cols+j]
-// selects A (0), A+B (1) or A+lo*B (2), lo a gfniMatrix; the rows output
-// pointers follow the 2*cols inputs.
-func (b *gfniBatch) runCoupled(n int, ptrs []unsafe.Pointer, kinds []byte, lo uint64) {
-	if n == 0 || len(kinds) == 0 {
+// runCoupled applies the matrix to bytes [from, to) of every task's
+// slices, with inputs computed from coupled pairs on the fly: input j of
+// task t is the pointer pair ptrs[t*(2*cols+rows)+2j:][:2] = [A, B] and
+// kinds[t*cols+j] selects A (0), A+B (1) or A+lo*B (2), lo a gfniMatrix;
+// the rows output pointers follow the 2*cols inputs.
+func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte, lo uint64) {
+	if from >= to || len(kinds) == 0 {
 		return
 	}
 	t := tasks(len(kinds), b.cols)
 	if len(ptrs) != t*(2*b.cols+b.rows) {
 		panic(fmt.Sprintf("codec: coupled gfni batch of %d tasks has %d pointers", t, len(ptrs)))
 	}
-	gfniClayRows(b.rows, &b.bits[0], b.cols, n, &ptrs[0], &kinds[0], t, lo)
+	gfniClayRows(b.rows, &b.bits[0], b.cols, from, to, &ptrs[0], &kinds[0], t, lo)
 }
 
 // runWhole is runCoupled for whole Clay runs of q = rows planes at once,
@@ -91,7 +91,7 @@ func (b *gfniBatch) runWhole(n int, ptrs []unsafe.Pointer, kinds []byte, lo, d u
 	if len(ptrs) != t*q*(2*b.cols+q) {
 		panic(fmt.Sprintf("codec: run gfni batch of %d tasks has %d pointers", t, len(ptrs)))
 	}
-	gfniClayRunQ(q, &b.bits[0], b.cols, n, &ptrs[0], &kinds[0], t, lo, d)
+	gfniClayRunQ(q, &b.bits[0], b.cols, 0, n, &ptrs[0], &kinds[0], t, lo, d)
 }
 
 // pairCRun is the parity uncoupling of Clay, one multiply per position (m

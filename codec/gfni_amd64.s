@@ -4,21 +4,21 @@
 
 #include "textflag.h"
 
-// func gfniClay1(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay1(SB), NOSPLIT, $0-56
+// func gfniClay1(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay1(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay1_done
 Clay1_task:
 	TESTQ SI, SI
 	JZ Clay1_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay1_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -420,21 +420,21 @@ Clay1_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay2(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay2(SB), NOSPLIT, $0-56
+// func gfniClay2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay2(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay2_done
 Clay2_task:
 	TESTQ SI, SI
 	JZ Clay2_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay2_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -885,21 +885,21 @@ Clay2_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay3(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay3(SB), NOSPLIT, $0-56
+// func gfniClay3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay3(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay3_done
 Clay3_task:
 	TESTQ SI, SI
 	JZ Clay3_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay3_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -1399,21 +1399,21 @@ Clay3_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay4(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay4(SB), NOSPLIT, $0-56
+// func gfniClay4(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay4(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay4_done
 Clay4_task:
 	TESTQ SI, SI
 	JZ Clay4_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay4_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -1962,21 +1962,21 @@ Clay4_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay5(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay5(SB), NOSPLIT, $0-56
+// func gfniClay5(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay5(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay5_done
 Clay5_task:
 	TESTQ SI, SI
 	JZ Clay5_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay5_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -2456,21 +2456,21 @@ Clay5_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay6(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay6(SB), NOSPLIT, $0-56
+// func gfniClay6(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay6(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay6_done
 Clay6_task:
 	TESTQ SI, SI
 	JZ Clay6_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay6_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -2985,21 +2985,21 @@ Clay6_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay7(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay7(SB), NOSPLIT, $0-56
+// func gfniClay7(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay7(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay7_done
 Clay7_task:
 	TESTQ SI, SI
 	JZ Clay7_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay7_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -3549,21 +3549,21 @@ Clay7_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay8(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay8(SB), NOSPLIT, $0-56
+// func gfniClay8(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay8(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay8_done
 Clay8_task:
 	TESTQ SI, SI
 	JZ Clay8_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay8_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -4148,21 +4148,21 @@ Clay8_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay9(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay9(SB), NOSPLIT, $0-56
+// func gfniClay9(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay9(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay9_done
 Clay9_task:
 	TESTQ SI, SI
 	JZ Clay9_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay9_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -4782,21 +4782,21 @@ Clay9_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay10(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay10(SB), NOSPLIT, $0-56
+// func gfniClay10(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay10(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay10_done
 Clay10_task:
 	TESTQ SI, SI
 	JZ Clay10_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay10_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -5451,21 +5451,21 @@ Clay10_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay11(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay11(SB), NOSPLIT, $0-56
+// func gfniClay11(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay11(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay11_done
 Clay11_task:
 	TESTQ SI, SI
 	JZ Clay11_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay11_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -6155,21 +6155,21 @@ Clay11_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay12(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay12(SB), NOSPLIT, $0-56
+// func gfniClay12(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay12(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay12_done
 Clay12_task:
 	TESTQ SI, SI
 	JZ Clay12_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay12_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -6552,21 +6552,21 @@ Clay12_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay13(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay13(SB), NOSPLIT, $0-56
+// func gfniClay13(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay13(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay13_done
 Clay13_task:
 	TESTQ SI, SI
 	JZ Clay13_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay13_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -6965,21 +6965,21 @@ Clay13_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay14(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay14(SB), NOSPLIT, $0-56
+// func gfniClay14(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay14(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay14_done
 Clay14_task:
 	TESTQ SI, SI
 	JZ Clay14_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay14_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -7394,21 +7394,21 @@ Clay14_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay15(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay15(SB), NOSPLIT, $0-56
+// func gfniClay15(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay15(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay15_done
 Clay15_task:
 	TESTQ SI, SI
 	JZ Clay15_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay15_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -7839,21 +7839,21 @@ Clay15_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay16(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay16(SB), NOSPLIT, $0-56
+// func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+TEXT ·gfniClay16(SB), NOSPLIT, $0-64
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
 	TESTQ BX, BX
 	JZ Clay16_done
 Clay16_task:
 	TESTQ SI, SI
 	JZ Clay16_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 Clay16_block:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -8300,22 +8300,22 @@ Clay16_done:
 	VZEROUPPER
 	RET
 
-// func gfniClayRun2(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)
-TEXT ·gfniClayRun2(SB), NOSPLIT, $0-64
+// func gfniClayRun2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)
+TEXT ·gfniClayRun2(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
-	VPBROADCASTQ d+56(FP), Z30
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
+	VPBROADCASTQ d+64(FP), Z30
 	TESTQ BX, BX
 	JZ ClayRun2_done
 ClayRun2_task:
 	TESTQ SI, SI
 	JZ ClayRun2_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 ClayRun2_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9
@@ -9215,22 +9215,22 @@ ClayRun2_done:
 	VZEROUPPER
 	RET
 
-// func gfniClayRun3(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)
-TEXT ·gfniClayRun3(SB), NOSPLIT, $0-64
+// func gfniClayRun3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)
+TEXT ·gfniClayRun3(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
-	MOVQ n+16(FP), CX
-	MOVQ ptrs+24(FP), DX
-	MOVQ kinds+32(FP), DI
-	MOVQ tasks+40(FP), SI
-	VPBROADCASTQ lo+48(FP), Z31
-	VPBROADCASTQ d+56(FP), Z30
+	MOVQ to+24(FP), CX
+	MOVQ ptrs+32(FP), DX
+	MOVQ kinds+40(FP), DI
+	MOVQ tasks+48(FP), SI
+	VPBROADCASTQ lo+56(FP), Z31
+	VPBROADCASTQ d+64(FP), Z30
 	TESTQ BX, BX
 	JZ ClayRun3_done
 ClayRun3_task:
 	TESTQ SI, SI
 	JZ ClayRun3_done
-	XORQ R8, R8
+	MOVQ from+16(FP), R8
 ClayRun3_multi:
 	MOVQ CX, R9
 	SUBQ R8, R9

@@ -83,12 +83,12 @@ func decls() []byte {
 	for r := 1; r <= maxRows; r++ {
 		s.p("")
 		s.p("//go:noescape")
-		s.p("func gfniClay%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
+		s.p("func gfniClay%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
 	}
 	for q := minRunQ; q <= maxRunQ; q++ {
 		s.p("")
 		s.p("//go:noescape")
-		s.p("func gfniClayRun%d(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)", q)
+		s.p("func gfniClayRun%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)", q)
 	}
 	s.p("")
 	s.p("// gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.")
@@ -102,11 +102,11 @@ func decls() []byte {
 	s.p("func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)")
 	s.p("")
 	s.p("// gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).")
-	s.p("func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {")
+	s.p("func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {")
 	s.p("\tswitch rows {")
 	for r := 1; r <= maxRows; r++ {
 		s.p("\tcase %d:", r)
-		s.p("\t\tgfniClay%d(mat, cols, n, ptrs, kinds, tasks, lo)", r)
+		s.p("\t\tgfniClay%d(mat, cols, from, to, ptrs, kinds, tasks, lo)", r)
 	}
 	s.p("\tdefault:")
 	s.p("\t\tpanic(\"codec: gfni kernel for too many rows\")")
@@ -114,11 +114,11 @@ func decls() []byte {
 	s.p("}")
 	s.p("")
 	s.p("// gfniClayRunQ runs the whole-run kernel for q (%d..gfniMaxRunQ).", minRunQ)
-	s.p("func gfniClayRunQ(q int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {")
+	s.p("func gfniClayRunQ(q int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {")
 	s.p("\tswitch q {")
 	for q := minRunQ; q <= maxRunQ; q++ {
 		s.p("\tcase %d:", q)
-		s.p("\t\tgfniClayRun%d(mat, cols, n, ptrs, kinds, tasks, lo, d)", q)
+		s.p("\t\tgfniClayRun%d(mat, cols, from, to, ptrs, kinds, tasks, lo, d)", q)
 	}
 	s.p("\tdefault:")
 	s.p("\t\tpanic(\"codec: no gfni run kernel for this q\")")
@@ -250,7 +250,7 @@ func runKernel(s *emitter, q int) {
 type mover = func(disp int) (string, string)
 
 // coupledKernel emits the frame the coupled kernels share: over tasks, a
-// walk over their n bytes, B blocks per step (g.b) while they last,
+// walk over bytes [from, to) of their slices, B blocks per step (g.b) while they last,
 // then single blocks and the masked tail. body emits one step at R8; a task
 // is g.planes planes of cols pointer pairs and kinds, then
 // g.planes*g.r output pointers.
@@ -259,34 +259,34 @@ type mover = func(disp int) (string, string)
 // register once per column, serves B blocks and the pointer and kind loads
 // are paid once per B blocks.
 //
-// AX matrix, BX cols, CX n, DX task pointers, SI tasks left, DI the task's
+// AX matrix, BX cols, CX to, DX task pointers, SI tasks left, DI the task's
 // kinds, R8 position, R9 bytes left, R10 matrix cursor, R11 pointer
 // cursor, R12 column, R13 slice pointer, R14 kind (and the tail mask).
 func coupledKernel(s *emitter, name, mats string, g clayRegs, body func(tag string, g clayRegs, moves mover)) {
 	tag := name[len("gfni"):]
-	frame := 56
+	frame := 64
 	if g.top == 30 {
-		frame = 64
+		frame = 72
 	}
 	s.p("")
-	s.p("// func %s(mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, %s)", name, mats)
+	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, %s)", name, mats)
 	s.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
 	s.p("\tMOVQ mat+0(FP), AX")
 	s.p("\tMOVQ cols+8(FP), BX")
-	s.p("\tMOVQ n+16(FP), CX")
-	s.p("\tMOVQ ptrs+24(FP), DX")
-	s.p("\tMOVQ kinds+32(FP), DI")
-	s.p("\tMOVQ tasks+40(FP), SI")
-	s.p("\tVPBROADCASTQ lo+48(FP), %s", g.lo())
+	s.p("\tMOVQ to+24(FP), CX")
+	s.p("\tMOVQ ptrs+32(FP), DX")
+	s.p("\tMOVQ kinds+40(FP), DI")
+	s.p("\tMOVQ tasks+48(FP), SI")
+	s.p("\tVPBROADCASTQ lo+56(FP), %s", g.lo())
 	if g.top == 30 {
-		s.p("\tVPBROADCASTQ d+56(FP), %s", g.d())
+		s.p("\tVPBROADCASTQ d+64(FP), %s", g.d())
 	}
 	s.p("\tTESTQ BX, BX")
 	s.p("\tJZ %s_done", tag)
 	s.p("%s_task:", tag)
 	s.p("\tTESTQ SI, SI")
 	s.p("\tJZ %s_done", tag)
-	s.p("\tXORQ R8, R8")
+	s.p("\tMOVQ from+16(FP), R8")
 	if g.b > 1 {
 		s.p("%s_multi:", tag)
 		s.p("\tMOVQ CX, R9")

@@ -16,11 +16,11 @@ func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int) {
 	panic("codec: gfni kernels are not built for this platform")
 }
 
-func gfniClayRows(rows int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {
+func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {
 	panic("codec: gfni kernels are not built for this platform")
 }
 
-func gfniClayRunQ(q int, mat *uint64, cols int, n int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {
+func gfniClayRunQ(q int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {
 	panic("codec: gfni kernels are not built for this platform")
 }
 

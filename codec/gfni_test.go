@@ -104,7 +104,7 @@ func TestGFNICoupledMatchesReference(t *testing.T) {
 						ptrs = append(ptrs, unsafe.Pointer(&out[0]))
 					}
 				}
-				b.runCoupled(n, ptrs, kinds, gfniMatrix(lo))
+				b.runCoupled(0, n, ptrs, kinds, gfniMatrix(lo))
 				for tk := range tasks {
 					want := refMul(m, ins[tk], n)
 					for i := range want {

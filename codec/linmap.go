@@ -26,9 +26,10 @@ type linmap struct {
 	rows, cols int
 	terms      [][]term // sparse form, per output row
 	blocks     []fusedBlock
-	groups     []rowGroup // sparse form only: dense row groups
-	rest       []int      // rows outside groups (all rows when fused)
-	seg        int        // bytes per pass of the sparse kernel
+	dense      []denseBlock // the fused form on our GFNI kernel, where it runs
+	groups     []rowGroup   // sparse form only: dense row groups
+	rest       []int        // rows outside groups (all rows when fused)
+	seg        int          // bytes per pass of the sparse kernel
 }
 
 type term struct {
@@ -49,6 +50,16 @@ type fusedBlock struct {
 }
 
 const fusedMax = 10
+
+// denseBlock is rows [r0, r1) of a dense matrix, all columns, for our
+// coupled GFNI kernel with every input plain (kind 0): up to gfniMaxRows
+// outputs summed in registers in one pass over the inputs, whatever the
+// column count, and no per-call setup.
+type denseBlock struct {
+	r0, r1 int
+	b      *gfniBatch
+	kinds  []byte // all zero
+}
 
 // segmentBudget is the cache the sparse kernel aims to stay within: a pass
 // over a segment touches that segment of every input, so segments shrink as
@@ -76,7 +87,6 @@ func newLinmap(m [][]byte, cols int) (*linmap, error) {
 	}
 	var err error
 	if l.cols > 1 && 2*nnz > l.rows*l.cols {
-		l.rest = seq(l.rows)
 		err = l.fuse(m)
 	} else {
 		err = l.group()
@@ -90,6 +100,16 @@ func newLinmap(m [][]byte, cols int) (*linmap, error) {
 // fuse cuts m into blocks of near-equal size (a 19-column matrix becomes
 // 10+9, not 10+9 padded) and builds one encoder per block.
 func (l *linmap) fuse(m [][]byte) error {
+	l.rest = seq(l.rows)
+	if hasGFNI {
+		for _, rb := range splitEven(l.rows, gfniMaxRows) {
+			b, err := newGFNIBatch(m[rb[0]:rb[1]])
+			if err != nil {
+				return fmt.Errorf("codec: dense linmap: %w", err)
+			}
+			l.dense = append(l.dense, denseBlock{rb[0], rb[1], b, make([]byte, l.cols)})
+		}
+	}
 	for _, rb := range splitEven(l.rows, fusedMax) {
 		for _, cb := range splitEven(l.cols, fusedMax) {
 			sub := make([][]byte, rb[1]-rb[0])
@@ -136,6 +156,8 @@ func (l *linmap) apply(in, out [][]byte) {
 	}
 	switch {
 	case size == 0:
+	case l.dense != nil:
+		l.applyDense(in, out, size)
 	case l.blocks != nil && l.fusedPays(size):
 		l.applyFused(in, out, size)
 	case l.blocks != nil:
@@ -252,6 +274,40 @@ func (l *linmap) applyFused(in, out [][]byte, size int) {
 	if tp != nil {
 		accScratch.Put(tp)
 	}
+}
+
+// applyDense is apply for a dense matrix on the GFNI kernel: one call per
+// block of rows and segment.
+func (l *linmap) applyDense(in, out [][]byte, size int) {
+	pp := encodePtrs.Get().(*[]unsafe.Pointer)
+	ptrs := (*pp)[:0]
+	for _, b := range l.dense {
+		for j, s := range in {
+			if len(s) < size {
+				panic(fmt.Sprintf("codec: linmap input %d has %d bytes, want %d", j, len(s), size))
+			}
+			p := unsafe.Pointer(unsafe.SliceData(s))
+			ptrs = append(ptrs, p, p)
+		}
+		for i := b.r0; i < b.r1; i++ {
+			if len(out[i]) < size {
+				panic(fmt.Sprintf("codec: linmap output %d has %d bytes, want %d", i, len(out[i]), size))
+			}
+			ptrs = append(ptrs, unsafe.Pointer(unsafe.SliceData(out[i])))
+		}
+	}
+	// Segments keep a pass's inputs in cache for the next row block.
+	for off := 0; off < size; off += l.seg {
+		end, task := min(off+l.seg, size), ptrs
+		for _, b := range l.dense {
+			n := 2*l.cols + b.r1 - b.r0
+			b.b.runCoupled(off, end, task[:n], b.kinds, 0)
+			task = task[n:]
+		}
+	}
+	clear(ptrs) // the pool must not pin callers' buffers
+	*pp = ptrs[:0]
+	encodePtrs.Put(pp)
 }
 
 // getBytes returns a pooled buffer of n bytes (contents undefined).

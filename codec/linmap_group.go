@@ -75,18 +75,24 @@ func (l *linmap) group() error {
 	return nil
 }
 
-// addGroup builds the dense form of g and keeps it when it is fused.
+// addGroup builds the dense form of g and keeps it when it is dense
+// enough to fuse (more than half nonzero); otherwise its rows stay sparse.
 func (l *linmap) addGroup(g rowGroup) (bool, error) {
 	slices.Sort(g.cols)
 	sub := newMatrix(len(g.rows), len(g.cols))
+	nnz := 0
 	for i, r := range g.rows {
 		for _, t := range l.terms[r] {
 			j, _ := slices.BinarySearch(g.cols, t.col)
 			sub[i][j] = t.c
+			nnz++
 		}
 	}
+	if 2*nnz <= len(g.rows)*len(g.cols) {
+		return false, nil // newLinmap would group it again, forever
+	}
 	lm, err := newLinmap(sub, len(g.cols))
-	if err != nil || lm.blocks == nil {
+	if err != nil {
 		return false, err
 	}
 	g.lm = lm
