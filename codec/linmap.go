@@ -19,9 +19,11 @@ import (
 //     AVX-512 GFNI our own kernel (gfniSparse) keeps each row's sum in
 //     registers and stores it once; elsewhere it is one library mul-XOR
 //     per nonzero, a read-modify-write of the row each time.
-//   - fused: reedsolomon encoders with the matrix as custom parity rows,
-//     whose kernels read each input once for many outputs. Used for dense
-//     matrices.
+//   - fused: kernels that read each input once for many outputs, used for
+//     dense matrices: our coupled GFNI kernel (all inputs plain) on CPUs
+//     with AVX-512 GFNI, up to gfniMaxRows rows per pass over any number
+//     of columns; elsewhere reedsolomon encoders with the matrix as
+//     custom parity rows.
 type linmap struct {
 	rows, cols int
 	terms      [][]term // sparse form, per output row
@@ -97,8 +99,10 @@ func newLinmap(m [][]byte, cols int) (*linmap, error) {
 	return l, nil
 }
 
-// fuse cuts m into blocks of near-equal size (a 19-column matrix becomes
-// 10+9, not 10+9 padded) and builds one encoder per block.
+// fuse builds the fused form of m: on CPUs with AVX-512 GFNI, blocks of
+// up to gfniMaxRows rows for our kernel; elsewhere library encoders on
+// blocks of near-equal size (a 19-column matrix becomes 10+9, not 10+9
+// padded).
 func (l *linmap) fuse(m [][]byte) error {
 	l.rest = seq(l.rows)
 	if hasGFNI {
@@ -109,6 +113,7 @@ func (l *linmap) fuse(m [][]byte) error {
 			}
 			l.dense = append(l.dense, denseBlock{rb[0], rb[1], b, make([]byte, l.cols)})
 		}
+		return nil
 	}
 	for _, rb := range splitEven(l.rows, fusedMax) {
 		for _, cb := range splitEven(l.cols, fusedMax) {

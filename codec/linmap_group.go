@@ -105,7 +105,7 @@ func (l *linmap) applyGroups(in, out [][]byte, size int) {
 	hp := shardLists.Get().(*[][]byte)
 	for i := range l.groups {
 		g := &l.groups[i]
-		if !g.lm.fusedPays(size) {
+		if g.lm.dense == nil && !g.lm.fusedPays(size) {
 			l.sparseRows(g.rows, in, out, size)
 			continue
 		}
@@ -116,7 +116,7 @@ func (l *linmap) applyGroups(in, out [][]byte, size int) {
 		for _, r := range g.rows {
 			hs = append(hs, out[r])
 		}
-		g.lm.applyFused(hs[:len(g.cols)], hs[len(g.cols):], size)
+		g.lm.apply(hs[:len(g.cols)], hs[len(g.cols):])
 		clear(hs)
 		*hp = hs[:0]
 	}
