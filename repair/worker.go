@@ -40,6 +40,12 @@ type Config struct {
 	// ScanInterval is how often the local manifests are walked for
 	// affected stripe groups.
 	ScanInterval time.Duration
+	// SyncInterval is how often this server checks the writes made one to
+	// three intervals ago with their live placement peers, so that a write
+	// that missed one live server (a transient error there) is healed
+	// although nobody died or came back (0: only the full syncs at start
+	// and when a peer returns).
+	SyncInterval time.Duration
 	// Method forces a method family: "auto" (choose by predicted time),
 	// "core", "push" or "pull".
 	Method string
@@ -62,6 +68,7 @@ func DefaultConfig() Config {
 		Rate:         0,                // unlimited: repair as fast as the cluster allows
 		ScrubRate:    8 << 20,          // 8 MiB/s: a 10 TB server every ~2 weeks
 		ScanInterval: 30 * time.Second,
+		SyncInterval: 5 * time.Minute, // a missed write is whole again within 5-15 minutes
 		Method:       Auto,
 		Retries:      5,
 		Backoff:      time.Second,
@@ -82,6 +89,8 @@ func (c *Config) Validate() error {
 		return errors.New("repair: rates must not be negative")
 	case c.ScanInterval <= 0:
 		return fmt.Errorf("repair: scan interval %s must be positive", c.ScanInterval)
+	case c.SyncInterval < 0:
+		return fmt.Errorf("repair: sync interval %s is negative", c.SyncInterval)
 	}
 	switch c.Method {
 	case "", Auto, "core", "push", "pull":

@@ -19,7 +19,9 @@ import (
 // switches of the repairs done meanwhile (and overwrites and deletes):
 // its own copies still place shards on it. When it starts, and whenever
 // a peer comes back, it asks the other live servers of each placement for
-// their version and stores anything newer through its own shard API. The
+// their version and stores anything newer through its own shard API.
+// Every SyncInterval it does the same for the recent writes alone, which
+// is how a write that missed a server that never went away gets healed. The
 // shard server then garbage-collects, after its GC delay, the shard files
 // the newer manifest no longer places on it. A repair switch is only
 // written after the rebuilt copies are durable, so this never drops the
@@ -33,19 +35,28 @@ func (w *Worker) kickSync() {
 }
 
 func (w *Worker) runSync(ctx context.Context) {
+	var tick <-chan time.Time
+	if w.cfg.SyncInterval > 0 {
+		t := time.NewTicker(w.cfg.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
+		keep := func(*metadata.Manifest) bool { return true }
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.sync:
+			// Let gossip settle so the peers we ask are the ones alive now.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+		case <-tick:
+			keep = recentWrites(w.now(), w.cfg.SyncInterval)
 		}
-		// Let gossip settle so the peers we ask are the ones alive now.
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(2 * time.Second):
-		}
-		n, err := w.syncManifests(ctx)
+		n, err := w.syncManifests(ctx, keep)
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("manifest sync", "err", err)
 		}
@@ -53,6 +64,16 @@ func (w *Worker) runSync(ctx context.Context) {
 			w.log.Info("manifest sync: took newer versions from peers", "manifests", n)
 		}
 	}
+}
+
+// recentWrites selects the manifests written one to three intervals
+// before now: a periodic sync looks at each write twice, and only once its
+// PUT has long finished, so it never races a write still reaching its
+// servers. Older writes were checked by earlier passes (or by the full
+// sync a returning peer asks for).
+func recentWrites(now time.Time, every time.Duration) func(*metadata.Manifest) bool {
+	from, to := now.Add(-3*every).UnixNano(), now.Add(-every).UnixNano()
+	return func(m *metadata.Manifest) bool { return m.Version.TS >= from && m.Version.TS < to }
 }
 
 // peerAnswer is what one live placement peer said about a key: its
@@ -203,9 +224,10 @@ func (q *quorumCache) get(m *metadata.Manifest) int {
 	return min(k+1, len(m.Placement))
 }
 
-// syncManifests pulls newer versions of the local manifests from their
-// placement peers; it returns how many it stored.
-func (w *Worker) syncManifests(ctx context.Context) (int, error) {
+// syncManifests pulls newer versions of the local manifests keep selects
+// from their placement peers, and hands peers those they missed; it
+// returns how many it stored.
+func (w *Worker) syncManifests(ctx context.Context, keep func(*metadata.Manifest) bool) (int, error) {
 	v := w.view()
 	self := v.nodes[v.self]
 	if self.Addr == "" {
@@ -213,7 +235,9 @@ func (w *Worker) syncManifests(ctx context.Context) (int, error) {
 	}
 	var local []*metadata.Manifest
 	err := w.eachManifest(ctx, func(m *metadata.Manifest) error {
-		local = append(local, m)
+		if keep(m) {
+			local = append(local, m)
+		}
 		return nil
 	})
 	if err != nil {

@@ -265,3 +265,29 @@ func TestSyncKeyTakesConfirmedNewer(t *testing.T) {
 		})
 	}
 }
+
+// The periodic sync looks at writes one to three intervals old: old
+// enough that their PUT has finished, and each write in two passes.
+func TestRecentWrites(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	keep := recentWrites(now, time.Minute)
+	for _, tc := range []struct {
+		ago  time.Duration
+		want bool
+	}{
+		{-time.Second, false}, // a clock ahead of ours: checked later
+		{0, false},
+		{time.Minute - 1, false},
+		{time.Minute, false},
+		{time.Minute + 1, true},
+		{2 * time.Minute, true},
+		{3 * time.Minute, true},
+		{3*time.Minute + 1, false},
+		{time.Hour, false},
+	} {
+		m := &metadata.Manifest{Version: metadata.Version{TS: now.Add(-tc.ago).UnixNano()}}
+		if got := keep(m); got != tc.want {
+			t.Errorf("written %s ago: kept %v, want %v", tc.ago, got, tc.want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 // repairFlags configure a shard server's repair worker.
 type repairFlags struct {
 	grace, scan     time.Duration
+	sync            time.Duration
 	workers         int
 	rate, scrubRate int64
 	method          string
@@ -29,6 +30,7 @@ func (f *repairFlags) register(fs *flag.FlagSet) {
 	def := repair.DefaultConfig()
 	fs.DurationVar(&f.grace, "repair-grace", envDuration("REGEN_REPAIR_GRACE", def.Grace), "how long a shard server must be dead before its shards are rebuilt elsewhere (REGEN_REPAIR_GRACE)")
 	fs.DurationVar(&f.scan, "repair-scan", envDuration("REGEN_REPAIR_SCAN", def.ScanInterval), "how often local manifests are checked for lost shards (REGEN_REPAIR_SCAN)")
+	fs.DurationVar(&f.sync, "sync-interval", envDuration("REGEN_SYNC_INTERVAL", def.SyncInterval), "how often recent writes are checked with their placement peers, so one a live server missed is healed; 0 = only when a peer returns (REGEN_SYNC_INTERVAL)")
 	fs.IntVar(&f.workers, "repair-workers", envInt("REGEN_REPAIR_WORKERS", def.Workers), "repair jobs run at once on this server (REGEN_REPAIR_WORKERS)")
 	fs.Int64Var(&f.rate, "repair-rate", envInt64("REGEN_REPAIR_RATE", def.Rate), "cluster-wide repair traffic cap in bytes/s, 0 = unlimited (REGEN_REPAIR_RATE)")
 	fs.Int64Var(&f.scrubRate, "scrub-rate", envInt64("REGEN_SCRUB_RATE", def.ScrubRate), "bytes/s the scrubber reads to verify shards, 0 = off (REGEN_SCRUB_RATE)")
@@ -38,7 +40,7 @@ func (f *repairFlags) register(fs *flag.FlagSet) {
 func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheus.Registerer, srv *shardserver.Server, node *cluster.Node, secret string) (*repair.Worker, error) {
 	cfg := repair.DefaultConfig()
 	cfg.NodeID, cfg.Logger = id, log.With("component", "repair")
-	cfg.Grace, cfg.ScanInterval, cfg.Workers = f.grace, f.scan, f.workers
+	cfg.Grace, cfg.ScanInterval, cfg.SyncInterval, cfg.Workers = f.grace, f.scan, f.sync, f.workers
 	cfg.Rate, cfg.ScrubRate, cfg.Method = f.rate, f.scrubRate, f.method
 	// The cost model starts from this machine's measured CPU and disk
 	// rather than production guesses; network rates are learned from the
@@ -86,12 +88,15 @@ func (f *repairFlags) devDefaults(setByUser map[string]bool) {
 	if !setByUser["repair-scan"] && os.Getenv("REGEN_REPAIR_SCAN") == "" {
 		f.scan = time.Second
 	}
+	if !setByUser["sync-interval"] && os.Getenv("REGEN_SYNC_INTERVAL") == "" {
+		f.sync = 10 * time.Second
+	}
 }
 
 // args passes the flags on to a child shard server.
 func (f *repairFlags) args() []string {
 	return []string{
-		"--repair-grace", f.grace.String(), "--repair-scan", f.scan.String(),
+		"--repair-grace", f.grace.String(), "--repair-scan", f.scan.String(), "--sync-interval", f.sync.String(),
 		"--repair-workers", strconv.Itoa(f.workers), "--repair-rate", strconv.FormatInt(f.rate, 10),
 		"--scrub-rate", strconv.FormatInt(f.scrubRate, 10), "--repair", f.method,
 	}
