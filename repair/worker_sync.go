@@ -20,8 +20,10 @@ import (
 // its own copies still place shards on it. When it starts, and whenever
 // a peer comes back, it asks the other live servers of each placement for
 // their version and stores anything newer through its own shard API.
-// Every SyncInterval it does the same for the recent writes alone, which
-// is how a write that missed a server that never went away gets healed. The
+// Every SyncInterval it does the same for the writes made since the last
+// such pass, led by the first server of each placement that holds the
+// write: that is how a write that missed a server which never went away
+// gets healed. The
 // shard server then garbage-collects, after its GC delay, the shard files
 // the newer manifest no longer places on it. A repair switch is only
 // written after the rebuilt copies are durable, so this never drops the
@@ -41,8 +43,10 @@ func (w *Worker) runSync(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
+	var win syncWindow
 	for {
-		keep := func(*metadata.Manifest) bool { return true }
+		var n int
+		var err error
 		select {
 		case <-ctx.Done():
 			return
@@ -53,10 +57,10 @@ func (w *Worker) runSync(ctx context.Context) {
 				return
 			case <-time.After(2 * time.Second):
 			}
+			n, err = w.syncManifests(ctx, func(*metadata.Manifest) bool { return true }, false)
 		case <-tick:
-			keep = recentWrites(w.now(), w.cfg.SyncInterval)
+			n, err = w.syncManifests(ctx, win.next(w.now(), w.cfg.SyncInterval), true)
 		}
-		n, err := w.syncManifests(ctx, keep)
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("manifest sync", "err", err)
 		}
@@ -66,13 +70,20 @@ func (w *Worker) runSync(ctx context.Context) {
 	}
 }
 
-// recentWrites selects the manifests written one to three intervals
-// before now: a periodic sync looks at each write twice, and only once its
-// PUT has long finished, so it never races a write still reaching its
-// servers. Older writes were checked by earlier passes (or by the full
-// sync a returning peer asks for).
-func recentWrites(now time.Time, every time.Duration) func(*metadata.Manifest) bool {
-	from, to := now.Add(-3*every).UnixNano(), now.Add(-every).UnixNano()
+// syncWindow hands the periodic sync consecutive windows of write times,
+// each ending one interval before now, so that every write is checked
+// once, only after its PUT has long finished (it never races a write still
+// reaching its servers), and none is skipped when a pass runs late. The
+// first window reaches back three intervals; writes before it were checked
+// by the full sync at start.
+type syncWindow struct{ end int64 }
+
+func (sw *syncWindow) next(now time.Time, every time.Duration) func(*metadata.Manifest) bool {
+	from, to := sw.end, now.Add(-every).UnixNano()
+	if from == 0 {
+		from = now.Add(-3 * every).UnixNano()
+	}
+	sw.end = max(to, from)
 	return func(m *metadata.Manifest) bool { return m.Version.TS >= from && m.Version.TS < to }
 }
 
@@ -226,8 +237,11 @@ func (q *quorumCache) get(m *metadata.Manifest) int {
 
 // syncManifests pulls newer versions of the local manifests keep selects
 // from their placement peers, and hands peers those they missed; it
-// returns how many it stored.
-func (w *Worker) syncManifests(ctx context.Context, keep func(*metadata.Manifest) bool) (int, error) {
+// returns how many it stored. With firstOnly (the periodic passes) a
+// server looks at a manifest only when no earlier live server of its
+// placement holds that version: the one that does checks all its peers,
+// the others ask a single peer, not all of them.
+func (w *Worker) syncManifests(ctx context.Context, keep func(*metadata.Manifest) bool, firstOnly bool) (int, error) {
 	v := w.view()
 	self := v.nodes[v.self]
 	if self.Addr == "" {
@@ -252,6 +266,9 @@ func (w *Worker) syncManifests(ctx context.Context, keep func(*metadata.Manifest
 	var healed atomic.Int64
 	for _, m := range local {
 		g.Go(func() error {
+			if firstOnly && !w.firstHolder(ctx, v, m) {
+				return nil
+			}
 			answers := w.askPeers(ctx, v, m)
 			if best := confirmedNewer(m, answers, quorums); best != nil {
 				results <- upd{best}
@@ -277,6 +294,28 @@ func (w *Worker) syncManifests(ctx context.Context, keep func(*metadata.Manifest
 		}
 	}
 	return updated, nil
+}
+
+// firstHolder reports whether no live server before this one in m's
+// placement holds m's version (or a newer one) as current. A server that
+// does not answer counts as not holding it, so a miss is still checked.
+func (w *Worker) firstHolder(ctx context.Context, v nodeView, m *metadata.Manifest) bool {
+	for _, id := range m.Placement {
+		if id == v.self {
+			return true
+		}
+		ni := v.nodes[id]
+		if !ni.Live {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cur, err := w.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
+		cancel()
+		if err == nil && !cur.Version.Less(m.Version) {
+			return false
+		}
+	}
+	return true
 }
 
 // syncKey stores in the local store the newest version of one key that a

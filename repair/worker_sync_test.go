@@ -266,28 +266,76 @@ func TestSyncKeyTakesConfirmedNewer(t *testing.T) {
 	}
 }
 
-// The periodic sync looks at writes one to three intervals old: old
-// enough that their PUT has finished, and each write in two passes.
-func TestRecentWrites(t *testing.T) {
-	now := time.Unix(1_000_000, 0)
-	keep := recentWrites(now, time.Minute)
-	for _, tc := range []struct {
-		ago  time.Duration
-		want bool
+// The periodic sync's windows: the first reaches back three intervals,
+// each ends one interval before its pass, and consecutive windows meet
+// exactly, even when a pass runs late, so every write is checked once.
+func TestSyncWindow(t *testing.T) {
+	const every = time.Minute
+	t0 := time.Unix(1_000_000, 0)
+	var sw syncWindow
+	at := func(tm time.Time) *metadata.Manifest {
+		return &metadata.Manifest{Version: metadata.Version{TS: tm.UnixNano()}}
+	}
+	passes := []struct {
+		now      time.Time
+		kept     []time.Time
+		notKept  []time.Time
+		describe string
 	}{
-		{-time.Second, false}, // a clock ahead of ours: checked later
-		{0, false},
-		{time.Minute - 1, false},
-		{time.Minute, false},
-		{time.Minute + 1, true},
-		{2 * time.Minute, true},
-		{3 * time.Minute, true},
-		{3*time.Minute + 1, false},
-		{time.Hour, false},
-	} {
-		m := &metadata.Manifest{Version: metadata.Version{TS: now.Add(-tc.ago).UnixNano()}}
-		if got := keep(m); got != tc.want {
-			t.Errorf("written %s ago: kept %v, want %v", tc.ago, got, tc.want)
+		{t0, []time.Time{t0.Add(-3 * every), t0.Add(-2 * every), t0.Add(-every - 1)},
+			[]time.Time{t0.Add(-3*every - 1), t0.Add(-every), t0, t0.Add(time.Second)}, "first pass"},
+		{t0.Add(every), []time.Time{t0.Add(-every), t0.Add(-1)},
+			[]time.Time{t0.Add(-every - 1), t0}, "next pass, on time"},
+		{t0.Add(3 * every), []time.Time{t0, t0.Add(2*every - 1)},
+			[]time.Time{t0.Add(-1), t0.Add(2 * every)}, "a pass one interval late"},
+		{t0.Add(3 * every), nil, []time.Time{t0.Add(2*every - 1), t0.Add(2 * every)}, "a second pass at the same moment"},
+	}
+	for _, p := range passes {
+		keep := sw.next(p.now, every)
+		for _, tm := range p.kept {
+			if !keep(at(tm)) {
+				t.Errorf("%s: a write at t0%+v is not checked", p.describe, tm.Sub(t0))
+			}
 		}
+		for _, tm := range p.notKept {
+			if keep(at(tm)) {
+				t.Errorf("%s: a write at t0%+v is checked", p.describe, tm.Sub(t0))
+			}
+		}
+	}
+}
+
+// In the periodic passes a server checks a write only when no live server
+// before it in the placement holds that version or a newer one: one
+// server per write asks all its peers.
+func TestFirstHolder(t *testing.T) {
+	place := []string{"n0", "n1", "n2", "n3"}
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 10, Writer: "gw"}, Placement: place}
+	older, newer := *m, *m
+	older.Version.TS, newer.Version.TS = 5, 20
+	for _, tc := range []struct {
+		name  string
+		peers map[string]*metadata.Manifest // addr -> current manifest
+		dead  []int
+		want  bool
+	}{
+		{"an earlier server holds it", map[string]*metadata.Manifest{"a0": m, "a1": m}, nil, false},
+		{"an earlier server holds a newer one", map[string]*metadata.Manifest{"a0": &newer}, nil, false},
+		{"the earlier servers missed it", map[string]*metadata.Manifest{"a0": &older}, nil, true},
+		{"the earlier server holding it is dead", map[string]*metadata.Manifest{"a0": m}, []int{0}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCluster(4)
+			for addr, cur := range tc.peers {
+				f.manifests[addr] = cur
+			}
+			for _, i := range tc.dead {
+				f.members[i].State = cluster.StateDead
+			}
+			w := newTestWorker(t, f, "n2")
+			if got := w.firstHolder(context.Background(), w.view(), m); got != tc.want {
+				t.Errorf("firstHolder = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
