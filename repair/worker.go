@@ -40,11 +40,11 @@ type Config struct {
 	// ScanInterval is how often the local manifests are walked for
 	// affected stripe groups.
 	ScanInterval time.Duration
-	// SyncInterval is how often this server checks the writes made one to
-	// three intervals ago with their live placement peers, so that a write
-	// that missed one live server (a transient error there) is healed
-	// although nobody died or came back (0: only the full syncs at start
-	// and when a peer returns).
+	// SyncInterval is how often this server checks the writes made since
+	// its last such pass (up to one interval ago) with their live
+	// placement peers, so that a write that missed one live server (a
+	// transient error there) is healed although nobody died or came back
+	// (0: only the full syncs at start and when a peer returns).
 	SyncInterval time.Duration
 	// Method forces a method family: "auto" (choose by predicted time),
 	// "core", "push" or "pull".
@@ -68,7 +68,7 @@ func DefaultConfig() Config {
 		Rate:         0,                // unlimited: repair as fast as the cluster allows
 		ScrubRate:    8 << 20,          // 8 MiB/s: a 10 TB server every ~2 weeks
 		ScanInterval: 30 * time.Second,
-		SyncInterval: 5 * time.Minute, // a missed write is whole again within 5-15 minutes
+		SyncInterval: 5 * time.Minute, // a missed write is whole again within 5-10 minutes
 		Method:       Auto,
 		Retries:      5,
 		Backoff:      time.Second,
