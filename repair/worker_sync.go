@@ -19,15 +19,16 @@ import (
 // switches of the repairs done meanwhile (and overwrites and deletes):
 // its own copies still place shards on it. When it starts, and whenever
 // a peer comes back, it asks the other live servers of each placement for
-// their version and stores anything newer through its own shard API.
-// Every SyncInterval it does the same for the writes made since the last
-// such pass, led by the first server of each placement that holds the
-// write: that is how a write that missed a server which never went away
-// gets healed. The
+// their version and stores anything newer through its own shard API. The
 // shard server then garbage-collects, after its GC delay, the shard files
 // the newer manifest no longer places on it. A repair switch is only
 // written after the rebuilt copies are durable, so this never drops the
 // last copy.
+//
+// Every SyncInterval a server does the same for the writes made since its
+// last such pass, where it is the first live server of the placement that
+// holds the write: that is how a write that missed a server which never
+// went away (no death, no return) gets healed.
 
 func (w *Worker) kickSync() {
 	select {
