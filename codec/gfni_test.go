@@ -47,6 +47,50 @@ func bitsParity(b byte) bool {
 	return b&1 != 0
 }
 
+// guarded is n random bytes followed by 64 guard bytes (zeros) that a
+// kernel must not touch.
+func guarded(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n+64)
+	for p := range b[:n] {
+		b[p] = byte(rng.IntN(256))
+	}
+	return b
+}
+
+// randomBatch is a random rows x cols matrix and its kernel form.
+func randomBatch(t *testing.T, rng *rand.Rand, rows, cols int) ([][]byte, *gfniBatch) {
+	t.Helper()
+	m := newMatrix(rows, cols)
+	for i := range m {
+		for j := range m[i] {
+			m[i][j] = byte(rng.IntN(256))
+		}
+	}
+	b, err := newGFNIBatch(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, b
+}
+
+// coupledInput draws a random coupled pair of n-byte slices and a kind,
+// and returns the pair's pointers, the kind, and the input the kernel must
+// form from them: a (0), a+b (1) or a+lo*b (2).
+func coupledInput(rng *rand.Rand, n int, lo byte) (ptrs [2]unsafe.Pointer, kind byte, in []byte) {
+	a, b := guarded(rng, n), guarded(rng, n)
+	kind = byte(rng.IntN(3))
+	in = bytes.Clone(a[:n])
+	for p := range in {
+		switch kind {
+		case 1:
+			in[p] ^= b[p]
+		case 2:
+			in[p] ^= gfMul(lo, b[p])
+		}
+	}
+	return [2]unsafe.Pointer{unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0])}, kind, in
+}
+
 // runCoupled must agree with the field for every row count (each has its
 // own kernel, with 4, 2 or 1 blocks per step), any kinds, and lengths that
 // exercise the multi-block, single-block and masked-tail loops.
@@ -55,27 +99,11 @@ func TestGFNICoupledMatchesReference(t *testing.T) {
 		t.Skip("no AVX-512 GFNI on this CPU: the library path is used instead")
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	rnd := func(n int) []byte {
-		b := make([]byte, n+64) // guard bytes after n
-		for p := range b[:n] {
-			b[p] = byte(rng.IntN(256))
-		}
-		return b
-	}
 	const lo = 0x8f
 	for rows := 1; rows <= gfniMaxRows; rows++ {
 		for _, cols := range []int{1, 2, 5, 12} {
 			for _, n := range []int{1, 63, 64, 65, 200, 1000} {
-				m := newMatrix(rows, cols)
-				for i := range m {
-					for j := range m[i] {
-						m[i][j] = byte(rng.IntN(256))
-					}
-				}
-				b, err := newGFNIBatch(m)
-				if err != nil {
-					t.Fatal(err)
-				}
+				m, b := randomBatch(t, rng, rows, cols)
 				const tasks = 3
 				var ptrs []unsafe.Pointer
 				var kinds []byte
@@ -83,20 +111,10 @@ func TestGFNICoupledMatchesReference(t *testing.T) {
 				outs := make([][][]byte, tasks)
 				for tk := range tasks {
 					for j := 0; j < cols; j++ {
-						a, bb := rnd(n), rnd(n)
-						kind := byte(rng.IntN(3))
-						in := bytes.Clone(a[:n])
-						for p := range in {
-							switch kind {
-							case 1:
-								in[p] ^= bb[p]
-							case 2:
-								in[p] ^= gfMul(lo, bb[p])
-							}
-						}
+						pair, kind, in := coupledInput(rng, n, lo)
 						ins[tk] = append(ins[tk], in)
 						kinds = append(kinds, kind)
-						ptrs = append(ptrs, unsafe.Pointer(&a[0]), unsafe.Pointer(&bb[0]))
+						ptrs = append(ptrs, pair[:]...)
 					}
 					for i := 0; i < rows; i++ {
 						out := bytes.Repeat([]byte{0xa5}, n+64)
@@ -200,26 +218,10 @@ func TestGFNIRunMatchesReference(t *testing.T) {
 		t.Skip("no AVX-512 GFNI on this CPU: the library path is used instead")
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
-	rnd := func(n int) []byte {
-		b := make([]byte, n+64)
-		for p := range b[:n] {
-			b[p] = byte(rng.IntN(256))
-		}
-		return b
-	}
 	for q := gfniMinRunQ; q <= gfniMaxRunQ; q++ {
 		for _, cols := range []int{1, 2, 3, 7} {
 			for _, n := range []int{1, 63, 64, 65, 129, 200, 1000} {
-				m := newMatrix(q, cols)
-				for i := range m {
-					for j := range m[i] {
-						m[i][j] = byte(rng.IntN(256))
-					}
-				}
-				b, err := newGFNIBatch(m)
-				if err != nil {
-					t.Fatal(err)
-				}
+				m, b := randomBatch(t, rng, q, cols)
 				const tasks = 2
 				var ptrs []unsafe.Pointer
 				var kinds []byte
@@ -230,20 +232,10 @@ func TestGFNIRunMatchesReference(t *testing.T) {
 					for z := 0; z < q; z++ {
 						var ins [][]byte
 						for j := 0; j < cols; j++ {
-							a, bb := rnd(n), rnd(n)
-							kind := byte(rng.IntN(3))
-							in := bytes.Clone(a[:n])
-							for p := range in {
-								switch kind {
-								case 1:
-									in[p] ^= bb[p]
-								case 2:
-									in[p] ^= gfMul(pftC, bb[p])
-								}
-							}
+							pair, kind, in := coupledInput(rng, n, pftC)
 							ins = append(ins, in)
 							kinds = append(kinds, kind)
-							ptrs = append(ptrs, unsafe.Pointer(&a[0]), unsafe.Pointer(&bb[0]))
+							ptrs = append(ptrs, pair[:]...)
 						}
 						u[z] = refMul(m, ins, n)
 					}

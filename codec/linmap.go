@@ -60,7 +60,7 @@ const fusedMax = 10
 type denseBlock struct {
 	r0, r1 int
 	b      *gfniBatch
-	kinds  []byte // all zero
+	kinds  []byte // all zero, shared by the linmap's blocks
 }
 
 // segmentBudget is the cache the sparse kernel aims to stay within: a pass
@@ -106,12 +106,13 @@ func newLinmap(m [][]byte, cols int) (*linmap, error) {
 func (l *linmap) fuse(m [][]byte) error {
 	l.rest = seq(l.rows)
 	if hasGFNI {
+		plain := make([]byte, l.cols) // every block's kinds: all inputs plain
 		for _, rb := range splitEven(l.rows, gfniMaxRows) {
 			b, err := newGFNIBatch(m[rb[0]:rb[1]])
 			if err != nil {
 				return fmt.Errorf("codec: dense linmap: %w", err)
 			}
-			l.dense = append(l.dense, denseBlock{rb[0], rb[1], b, make([]byte, l.cols)})
+			l.dense = append(l.dense, denseBlock{rb[0], rb[1], b, plain})
 		}
 		return nil
 	}
