@@ -19,28 +19,24 @@ import (
 // Per output position that is k*m multiplies plus one per coupled lo data
 // node and one per coupled parity pair, against (k + coupled)*m for the
 // folded library path (clay-6-3: 21 per plane against 30; RS needs 18), and
-// no data U is ever written.
+// no data U is ever written. Runs go in tiles whose parity fits in cache,
+// so that the pair kernel reads parity U while it is still there.
 //
-// For q <= 3 a whole run's q*q parity U fits the vector registers, so one
-// kernel does the run and uncouples parity before storing it: parity is
-// written once, as C. For larger q the pair kernel uncouples it in place
-// after the run (a q = 4 run kernel would have to go one block at a time,
-// and measured slower than that); runs then go in tiles whose parity fits
-// in cache, so that the pair kernel reads parity U while it is still there.
+// A kernel that did a whole run at once, keeping its q*q parity U in
+// registers and uncoupling it there (parity written once), was ~10% faster
+// for q = 3 on an Intel Xeon with a 48 KiB 12-way L1, but up to 2x slower
+// on AMD Zen 4 (32 KiB 8-way L1) at sub-chunks of a multiple of 4 KiB: its
+// ~45 streams sit at one offset mod 4 KiB, so they fight over one L1 set.
+// It was removed; one plane at a time is never far from the best.
 
-// clayProgram is the encode of one code as kernel tasks. Refs are resolved
-// to pointers per stripe.
-//
-// When q is small enough (gfniMinRunQ..gfniMaxRunQ) a task is a whole run
-// of q planes and the kernel uncouples parity in registers, so parity is
-// stored once; otherwise a task is one plane and the run's parity is
-// uncoupled in place afterwards by the pair kernel.
+// clayProgram is the encode of one code as kernel tasks, a task per
+// plane; the run's parity is uncoupled in place afterwards by the pair
+// kernel. Refs are resolved to pointers per stripe.
 type clayProgram struct {
 	parity             *gfniBatch
-	whole              bool   // tasks are whole runs
-	tasks              []sref // per task: [A, B] per data node of each plane, then its parity C
-	kinds              []byte // per task: the kind of each data node's input
-	pairs              []sref // !whole, per run: [hi, lo, hi, lo] per coupled parity pair
+	tasks              []sref // per plane: [A, B] per data node, then its parity C
+	kinds              []byte // per plane: the kind of each data node's input
+	pairs              []sref // per run: [hi, lo, hi, lo] per coupled parity pair
 	pftCBits, pftDBits uint64
 }
 
@@ -63,7 +59,6 @@ func (c *Clay) program() (*clayProgram, error) {
 	}
 	kk, q := c.k+c.nu, c.q
 	p := &clayProgram{
-		whole:    q >= gfniMinRunQ && q <= gfniMaxRunQ && c.m == q,
 		pftCBits: gfniMatrix(pftC),
 		pftDBits: gfniMatrix(pftD),
 	}
@@ -101,15 +96,6 @@ func (c *Clay) program() (*clayProgram, error) {
 		}
 	}
 	for z0 := 0; z0 < c.alpha; z0 += q {
-		if p.whole {
-			for z := z0; z < z0+q; z++ {
-				inputs(z)
-			}
-			for z := z0; z < z0+q; z++ {
-				outputs(z)
-			}
-			continue
-		}
 		for z := z0; z < z0+q; z++ {
 			inputs(z)
 			outputs(z)
@@ -155,10 +141,6 @@ func (c *Clay) encodeGFNI(cb [][]byte, sc int) error {
 	perRun, kindsPerRun := len(p.tasks)/runs, len(p.kinds)/runs
 	pairs := ptrs[len(p.tasks):]
 	perRunPairs := len(pairs) / runs
-	if p.whole {
-		p.parity.runWhole(sc, ptrs[:len(p.tasks)], p.kinds, p.pftCBits, p.pftDBits)
-		return nil
-	}
 	tile := max(1, encodeTile/(c.q*c.m*sc)) // runs per kernel call
 	for r0 := 0; r0 < runs; r0 += tile {
 		r1 := min(r0+tile, runs)

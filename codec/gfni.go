@@ -78,22 +78,6 @@ func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte
 	gfniClayRows(b.rows, &b.bits[0], b.cols, from, to, &ptrs[0], &kinds[0], t, lo)
 }
 
-// runWhole is runCoupled for whole Clay runs of q = rows planes at once,
-// with the parity uncoupled in registers by d before it is stored (see
-// gfni_gen.go's runKernel). A task is q planes of cols pointer pairs, then
-// the q*q parity C pointers, plane-major; kinds go q*cols per task.
-func (b *gfniBatch) runWhole(n int, ptrs []unsafe.Pointer, kinds []byte, lo, d uint64) {
-	if n == 0 || len(kinds) == 0 {
-		return
-	}
-	q := b.rows
-	t := tasks(len(kinds), q*b.cols)
-	if len(ptrs) != t*q*(2*b.cols+q) {
-		panic(fmt.Sprintf("codec: run gfni batch of %d tasks has %d pointers", t, len(ptrs)))
-	}
-	gfniClayRunQ(q, &b.bits[0], b.cols, 0, n, &ptrs[0], &kinds[0], t, lo, d)
-}
-
 // pairCRun is the parity uncoupling of Clay, one multiply per position (m
 // a gfniMatrix): it computes o1 = m*(a+b), then o0 = a+o1, per task
 // [a, b, o0, o1].

@@ -6,11 +6,7 @@ package codec
 
 import "unsafe"
 
-const (
-	gfniMaxRows = 16
-	gfniMinRunQ = 2
-	gfniMaxRunQ = 3
-)
+const gfniMaxRows = 16
 
 //go:noescape
 func gfniClay1(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
@@ -60,12 +56,6 @@ func gfniClay15(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds
 //go:noescape
 func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
 
-//go:noescape
-func gfniClayRun2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)
-
-//go:noescape
-func gfniClayRun3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)
-
 // gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.
 //
 //go:noescape
@@ -113,17 +103,5 @@ func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Po
 		gfniClay16(mat, cols, from, to, ptrs, kinds, tasks, lo)
 	default:
 		panic("codec: gfni kernel for too many rows")
-	}
-}
-
-// gfniClayRunQ runs the whole-run kernel for q (2..gfniMaxRunQ).
-func gfniClayRunQ(q int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {
-	switch q {
-	case 2:
-		gfniClayRun2(mat, cols, from, to, ptrs, kinds, tasks, lo, d)
-	case 3:
-		gfniClayRun3(mat, cols, from, to, ptrs, kinds, tasks, lo, d)
-	default:
-		panic("codec: no gfni run kernel for this q")
 	}
 }

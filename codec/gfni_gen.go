@@ -26,13 +26,8 @@ import (
 	"os"
 )
 
-// maxRows bounds the rows of gfniClay<R>; gfniClayRun<Q> exists for Q in
-// minRunQ..maxRunQ, the q whose whole run of accumulators fits the registers.
-const (
-	maxRows = 16
-	minRunQ = 2
-	maxRunQ = 3
-)
+// maxRows bounds the rows of gfniClay<R>.
+const maxRows = 16
 
 type emitter struct{ b bytes.Buffer }
 
@@ -47,9 +42,6 @@ func main() {
 	s.p("#include \"textflag.h\"")
 	for r := 1; r <= maxRows; r++ {
 		clayKernel(&s, r)
-	}
-	for q := minRunQ; q <= maxRunQ; q++ {
-		runKernel(&s, q)
 	}
 	pairKernel(&s)
 	sparseKernel(&s)
@@ -75,20 +67,11 @@ func decls() []byte {
 	s.p("")
 	s.p("import \"unsafe\"")
 	s.p("")
-	s.p("const (")
-	s.p("\tgfniMaxRows = %d", maxRows)
-	s.p("\tgfniMinRunQ = %d", minRunQ)
-	s.p("\tgfniMaxRunQ = %d", maxRunQ)
-	s.p(")")
+	s.p("const gfniMaxRows = %d", maxRows)
 	for r := 1; r <= maxRows; r++ {
 		s.p("")
 		s.p("//go:noescape")
 		s.p("func gfniClay%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
-	}
-	for q := minRunQ; q <= maxRunQ; q++ {
-		s.p("")
-		s.p("//go:noescape")
-		s.p("func gfniClayRun%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64)", q)
 	}
 	s.p("")
 	s.p("// gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.")
@@ -110,18 +93,6 @@ func decls() []byte {
 	}
 	s.p("\tdefault:")
 	s.p("\t\tpanic(\"codec: gfni kernel for too many rows\")")
-	s.p("\t}")
-	s.p("}")
-	s.p("")
-	s.p("// gfniClayRunQ runs the whole-run kernel for q (%d..gfniMaxRunQ).", minRunQ)
-	s.p("func gfniClayRunQ(q int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {")
-	s.p("\tswitch q {")
-	for q := minRunQ; q <= maxRunQ; q++ {
-		s.p("\tcase %d:", q)
-		s.p("\t\tgfniClayRun%d(mat, cols, from, to, ptrs, kinds, tasks, lo, d)", q)
-	}
-	s.p("\tdefault:")
-	s.p("\t\tpanic(\"codec: no gfni run kernel for this q\")")
 	s.p("\t}")
 	s.p("}")
 	return s.b.Bytes()
@@ -204,56 +175,20 @@ func pairKernel(s *emitter) {
 // the rows output pointers.
 func clayKernel(s *emitter, r int) {
 	name := fmt.Sprintf("gfniClay%d", r)
-	coupledKernel(s, name, "lo uint64", widest(clayRegs{r: r, planes: 1, top: 31}),
+	coupledKernel(s, name, widest(clayRegs{r: r}),
 		func(tag string, g clayRegs, moves mover) {
 			s.p("\tMOVQ DX, R11")
-			clayColumns(s, tag, g, 0, moves)
-			clayStores(s, g, moves)
-		})
-}
-
-// runKernel is clayKernel for a whole run of q planes at once, with q
-// parity rows (Clay's m = q), and the parity uncoupled before it is
-// stored: parity U of the run's q*q sub-chunks stays in registers, so
-// parity is written once, as C, and never read back. A task is each
-// plane's cols pointer pairs in turn, then the q*q parity C pointers
-// (plane-major), and the pair matrix d (pftD) sits beside lo. Only small q
-// fit: q*q*B accumulators.
-func runKernel(s *emitter, q int) {
-	name := fmt.Sprintf("gfniClayRun%d", q)
-	coupledKernel(s, name, "lo, d uint64", widest(clayRegs{r: q, planes: q, top: 30}),
-		func(tag string, g clayRegs, moves mover) {
-			s.p("\tMOVQ DX, R11")
-			for p := 0; p < q; p++ {
-				clayColumns(s, fmt.Sprintf("%s_z%d", tag, p), g, p, moves)
-				s.p("\tADDQ BX, DI")
-			}
-			for p := 0; p < q; p++ {
-				s.p("\tSUBQ BX, DI")
-			}
-			// Node xh at plane xl pairs with node xl at plane xh:
-			// C_lo = d*(U_hi + U_lo), C_hi = U_hi + C_lo.
-			for blk := 0; blk < g.b; blk++ {
-				for xh := 1; xh < q; xh++ {
-					for xl := 0; xl < xh; xl++ {
-						hi, lo := g.acc(xl, blk, xh), g.acc(xh, blk, xl)
-						s.p("\tVPXORQ %s, %s, %s", lo, hi, g.tmp())
-						s.p("\tVGF2P8AFFINEQB $0x00, %s, %s, %s", g.d(), g.tmp(), lo)
-						s.p("\tVPXORQ %s, %s, %s", lo, hi, hi)
-					}
-				}
-			}
+			clayColumns(s, tag, g, moves)
 			clayStores(s, g, moves)
 		})
 }
 
 type mover = func(disp int) (string, string)
 
-// coupledKernel emits the frame the coupled kernels share: over tasks, a
-// walk over bytes [from, to) of their slices, B blocks per step (g.b) while they last,
-// then single blocks and the masked tail. body emits one step at R8; a task
-// is g.planes planes of cols pointer pairs and kinds, then
-// g.planes*g.r output pointers.
+// coupledKernel emits the frame of a coupled kernel: over tasks, a walk
+// over bytes [from, to) of their slices, B blocks per step (g.b) while they
+// last, then single blocks and the masked tail. body emits one step at R8;
+// a task is cols pointer pairs and kinds, then g.r output pointers.
 //
 // Blocks go B at a time, so that each matrix entry, broadcast into a
 // register once per column, serves B blocks and the pointer and kind loads
@@ -262,15 +197,11 @@ type mover = func(disp int) (string, string)
 // AX matrix, BX cols, CX to, DX task pointers, SI tasks left, DI the task's
 // kinds, R8 position, R9 bytes left, R10 matrix cursor, R11 pointer
 // cursor, R12 column, R13 slice pointer, R14 kind (and the tail mask).
-func coupledKernel(s *emitter, name, mats string, g clayRegs, body func(tag string, g clayRegs, moves mover)) {
+func coupledKernel(s *emitter, name string, g clayRegs, body func(tag string, g clayRegs, moves mover)) {
 	tag := name[len("gfni"):]
-	frame := 64
-	if g.top == 30 {
-		frame = 72
-	}
 	s.p("")
-	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, %s)", name, mats)
-	s.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
+	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", name)
+	s.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
 	s.p("\tMOVQ mat+0(FP), AX")
 	s.p("\tMOVQ cols+8(FP), BX")
 	s.p("\tMOVQ to+24(FP), CX")
@@ -278,9 +209,6 @@ func coupledKernel(s *emitter, name, mats string, g clayRegs, body func(tag stri
 	s.p("\tMOVQ kinds+40(FP), DI")
 	s.p("\tMOVQ tasks+48(FP), SI")
 	s.p("\tVPBROADCASTQ lo+56(FP), %s", g.lo())
-	if g.top == 30 {
-		s.p("\tVPBROADCASTQ d+64(FP), %s", g.d())
-	}
 	s.p("\tTESTQ BX, BX")
 	s.p("\tJZ %s_done", tag)
 	s.p("%s_task:", tag)
@@ -302,12 +230,10 @@ func coupledKernel(s *emitter, name, mats string, g clayRegs, body func(tag stri
 	blockLoop(s, tag, func(suffix string, moves func(int) (string, string)) {
 		body(tag+suffix, one, moves)
 	})
-	for p := 0; p < g.planes; p++ {
-		s.p("\tLEAQ (DX)(BX*8), DX")
-		s.p("\tLEAQ (DX)(BX*8), DX")
-		s.p("\tADDQ BX, DI")
-	}
-	s.p("\tADDQ $%d, DX", 8*g.planes*g.r)
+	s.p("\tLEAQ (DX)(BX*8), DX")
+	s.p("\tLEAQ (DX)(BX*8), DX")
+	s.p("\tADDQ BX, DI")
+	s.p("\tADDQ $%d, DX", 8*g.r)
 	s.p("\tDECQ SI")
 	s.p("\tJMP %s_task", tag)
 	s.p("%s_done:", tag)
@@ -316,11 +242,13 @@ func coupledKernel(s *emitter, name, mats string, g clayRegs, body func(tag stri
 }
 
 // clayRegs assigns the vector registers of a loop over b blocks with r
-// rows of accumulators for each of planes planes, in a kernel whose widest
-// loop has wide blocks. From the top: Z31 holds the lo matrix, Z30 the
-// pair matrix d when top is 30, then two sets of wide input registers, the
-// scratch registers, and the accumulators from Z0 up.
-type clayRegs struct{ r, b, wide, planes, top int }
+// rows of accumulators, in a kernel whose widest loop has wide blocks.
+// From the top: Z31 holds the lo matrix, then two sets of wide input
+// registers, the scratch registers, and the accumulators from Z0 up.
+type clayRegs struct{ r, b, wide int }
+
+// top is the highest register below Z31 (the lo matrix).
+const top = 31
 
 // widest is g with the most blocks per step (4, 2 or 1) that fit.
 func widest(g clayRegs) clayRegs {
@@ -330,31 +258,29 @@ func widest(g clayRegs) clayRegs {
 			return g
 		}
 	}
-	panic(fmt.Sprintf("gfni_gen: %d planes of %d rows do not fit the registers", g.planes, g.r))
+	panic(fmt.Sprintf("gfni_gen: %d rows do not fit the registers", g.r))
 }
 
-func (g clayRegs) z(i int) string               { return fmt.Sprintf("Z%d", i) }
-func (g clayRegs) acc(plane, blk, i int) string { return g.z((plane*g.b+blk)*g.r + i) }
-func (g clayRegs) lo() string                   { return g.z(31) }
-func (g clayRegs) d() string                    { return g.z(30) }
-func (g clayRegs) in(set, blk int) string       { return g.z(g.top - 1 - set*g.wide - blk) }
-func (g clayRegs) tmp() string                  { return g.z(g.top - 1 - 2*g.wide) }
-func (g clayRegs) mat(set int) string           { return g.z(g.top - 2 - 2*g.wide - set) }
-func (g clayRegs) product(set int) string       { return g.z(g.top - 4 - 2*g.wide - set) }
-func (g clayRegs) fits() bool                   { return g.planes*g.b*g.r <= g.top-5-2*g.wide }
+func (g clayRegs) z(i int) string         { return fmt.Sprintf("Z%d", i) }
+func (g clayRegs) acc(blk, i int) string  { return g.z(blk*g.r + i) }
+func (g clayRegs) lo() string             { return g.z(top) }
+func (g clayRegs) in(set, blk int) string { return g.z(top - 1 - set*g.wide - blk) }
+func (g clayRegs) tmp() string            { return g.z(top - 1 - 2*g.wide) }
+func (g clayRegs) mat(set int) string     { return g.z(top - 2 - 2*g.wide - set) }
+func (g clayRegs) product(set int) string { return g.z(top - 4 - 2*g.wide - set) }
+func (g clayRegs) fits() bool             { return g.b*g.r <= top-5-2*g.wide }
 
-// clayColumns emits g.b blocks at R8 of one plane: every column of the
-// plane's pointer pairs from R11 (left past them) into the plane's
-// accumulators. The first column writes the accumulators instead of
+// clayColumns emits g.b blocks at R8: every column of the task's pointer
+// pairs from R11 (left past them) into the accumulators. The first column writes the accumulators instead of
 // zeroing them; the others go two at a time, folding both products into
 // an accumulator with one VPTERNLOGQ. moves(disp) gives the load and store
 // formats for the block at byte displacement disp.
-func clayColumns(s *emitter, tag string, g clayRegs, plane int, moves mover) {
+func clayColumns(s *emitter, tag string, g clayRegs, moves mover) {
 	if !g.fits() {
 		panic(fmt.Sprintf("gfni_gen: %d rows x %d blocks do not fit the registers", g.r, g.b))
 	}
 	load := func(disp int) string { l, _ := moves(disp); return l }
-	acc := func(blk, i int) string { return g.acc(plane, blk, i) }
+	acc := g.acc
 	// mat(set, e) is matrix entry e (at 8e(R10)) as an operand: a single
 	// block takes it by embedded broadcast straight from memory, several
 	// blocks share one broadcast into register mat(set).
@@ -440,16 +366,13 @@ func clayColumns(s *emitter, tag string, g clayRegs, plane int, moves mover) {
 	s.p("%s_end:", tag)
 }
 
-// clayStores stores every plane's accumulators through the output
-// pointers at R11, plane-major.
+// clayStores stores the accumulators through the output pointers at R11.
 func clayStores(s *emitter, g clayRegs, moves mover) {
-	for p := 0; p < g.planes; p++ {
-		for i := 0; i < g.r; i++ {
-			s.p("\tMOVQ %d(R11), R13", 8*(p*g.r+i))
-			for blk := 0; blk < g.b; blk++ {
-				_, store := moves(64 * blk)
-				s.p(store, "R13", g.acc(p, blk, i))
-			}
+	for i := 0; i < g.r; i++ {
+		s.p("\tMOVQ %d(R11), R13", 8*i)
+		for blk := 0; blk < g.b; blk++ {
+			_, store := moves(64 * blk)
+			s.p(store, "R13", g.acc(blk, i))
 		}
 	}
 }

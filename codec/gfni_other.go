@@ -8,8 +8,6 @@ import "unsafe"
 const (
 	hasGFNI     = false
 	gfniMaxRows = 0
-	gfniMinRunQ = 1
-	gfniMaxRunQ = 0
 )
 
 func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int) {
@@ -17,10 +15,6 @@ func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int) {
 }
 
 func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {
-	panic("codec: gfni kernels are not built for this platform")
-}
-
-func gfniClayRunQ(q int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo, d uint64) {
 	panic("codec: gfni kernels are not built for this platform")
 }
 
