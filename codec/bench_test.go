@@ -92,7 +92,7 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 // BenchmarkEncodeChunk1M encodes stripes of the gateway's default 1 MiB
-// shard chunk (rounded down to a multiple of alpha), so each Clay shape
+// shard chunk (as ChunkSize rounds it), so each Clay shape
 // runs at the sub-chunk size it gets in production: clay-6-3 ~38 KiB,
 // clay-8-4 16 KiB, clay-10-4 4 KiB, clay-10-10 ~10 KiB.
 func BenchmarkEncodeChunk1M(b *testing.B) {
@@ -102,7 +102,7 @@ func BenchmarkEncodeChunk1M(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			chunk := 1<<20 - (1<<20)%c.ShardMultiple()
+			chunk := int(ChunkSize(c, 1<<20))
 			b.Run(c.Name(), func(b *testing.B) {
 				sh := stripe(b, c, chunk, 1)
 				cm := startCPU(b, int64(c.DataShards()*chunk))
@@ -126,7 +126,7 @@ func BenchmarkClayEncodeLibrary(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		chunk := 1<<20 - (1<<20)%c.ShardMultiple()
+		chunk := int(ChunkSize(c, 1<<20))
 		b.Run(c.Name(), func(b *testing.B) {
 			sh := stripe(b, c, chunk, 1)
 			cb, _ := c.layout(sh, chunk, nil)

@@ -55,6 +55,26 @@ type Code interface {
 	ReconstructSome(shards [][]byte, required []bool) error
 }
 
+// chunkAlign is the byte alignment ChunkSize gives every sub-chunk: the
+// SIMD kernels move 64-byte blocks, and a sub-chunk that starts off a cache
+// line splits every load of it in two and ends in a masked tail. Measured on
+// AMD Zen 4, Clay encode at the 1 MiB default: clay-6-3 with 38836-byte
+// sub-chunks ran at 53% of RS, with 38848 (64-aligned) at 68%.
+const chunkAlign = 64
+
+// ChunkSize is the shard chunk to use for stripes of c when about want
+// bytes are wanted: want rounded up to a multiple of ShardMultiple whose
+// sub-chunks are each a multiple of 64 bytes, so that they start on cache
+// lines whenever the shard buffer does. Encode accepts any multiple of
+// ShardMultiple; this is the one that is fast.
+func ChunkSize(c Code, want int64) int64 {
+	m := int64(c.SubChunks()) * chunkAlign
+	if sm := int64(c.ShardMultiple()); m%sm != 0 {
+		m *= sm // codes whose multiple is not alpha keep their own
+	}
+	return max(1, (want+m-1)/m) * m
+}
+
 // Family is a code family name as it appears in a code name.
 type Family string
 

@@ -155,3 +155,28 @@ func TestShardErrors(t *testing.T) {
 		}
 	}
 }
+
+// ChunkSize must give the smallest chunk of at least want bytes that is a
+// valid shard length and cuts into 64-byte-aligned sub-chunks.
+func TestChunkSize(t *testing.T) {
+	for _, name := range []string{"rs-6-3", "clay-6-3", "clay-10-4", "clay-10-10", "pm-4-3", "pm-10-10"} {
+		c := mustParse(t, name)
+		unit := int64(c.SubChunks() * 64)
+		for _, want := range []int64{1, 63, 64, 4 << 10, 1 << 20, 1<<20 + 1, 64 << 20} {
+			got := ChunkSize(c, want)
+			switch {
+			case got < want:
+				t.Errorf("%s: ChunkSize(%d) = %d, below the request", name, want, got)
+			case got%int64(c.ShardMultiple()) != 0:
+				t.Errorf("%s: ChunkSize(%d) = %d, not a multiple of %d", name, want, got, c.ShardMultiple())
+			case got%unit != 0:
+				t.Errorf("%s: ChunkSize(%d) = %d: sub-chunks of %d bytes are not 64-aligned", name, want, got, got/int64(c.SubChunks()))
+			case got-unit >= want && got > unit:
+				t.Errorf("%s: ChunkSize(%d) = %d, not the smallest (%d also fits)", name, want, got, got-unit)
+			}
+		}
+	}
+	if got := ChunkSize(mustParse(t, "clay-10-10"), 1<<20); got != 1049600 {
+		t.Errorf("clay-10-10 at 1 MiB: %d, want 1049600 (sub-chunks of 10496 bytes)", got)
+	}
+}

@@ -32,7 +32,7 @@ type Config struct {
 	// to DefaultCode unless listed.
 	StorageClasses map[string]string
 	// ChunkSize is the shard chunk of a full stripe, in bytes (rounded up
-	// to the code's shard multiple). 1 MiB keeps stripes large enough for
+	// by codec.ChunkSize so that every sub-chunk is 64-byte aligned). 1 MiB keeps stripes large enough for
 	// efficient disk and network I/O and memory per request at a few
 	// stripes.
 	ChunkSize int64

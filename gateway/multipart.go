@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/internal/stripe"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -55,12 +56,11 @@ func (g *Gateway) createMultipartUpload(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	n := code.TotalShards()
-	mult := int64(code.ShardMultiple())
 	u := &metadata.Upload{
 		Bucket: req.bucket, Key: req.key, ID: newFileID() + newFileID()[:8], Initiated: time.Now().UTC(),
 		Owner: req.auth.AccessKey, ContentType: m.ContentType, UserMeta: m.UserMeta, Headers: m.Headers,
 		StorageClass: m.StorageClass, Code: m.Code, CodecFormat: m.CodecFormat,
-		ChunkSize: (g.cfg.ChunkSize + mult - 1) / mult * mult,
+		ChunkSize: codec.ChunkSize(code, g.cfg.ChunkSize),
 		Placement: g.placeNew(placementKey(req.bucket, req.key), n),
 		Checksum:  strings.ToUpper(c.Get("x-amz-checksum-algorithm")),
 	}

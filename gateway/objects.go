@@ -294,8 +294,7 @@ func (g *Gateway) writeStriped(ctx context.Context, body io.Reader, size int64, 
 	if len(m.Placement) < code.TotalShards() {
 		return [md5.Size]byte{}, nil, fmt.Errorf("%w: only %d shard servers known, %s needs %d", errUnavailable, len(m.Placement), m.Code, code.TotalShards())
 	}
-	mult := int64(code.ShardMultiple())
-	m.ChunkSize = (g.cfg.ChunkSize + mult - 1) / mult * mult
+	m.ChunkSize = codec.ChunkSize(code, g.cfg.ChunkSize)
 	fileID := newFileID()
 	res, err := stripe.Write(ctx, g.layer.shards, stripe.WriteParams{
 		Code: code, ChunkSize: m.ChunkSize, FileID: fileID,

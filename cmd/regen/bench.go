@@ -248,8 +248,7 @@ func cpuSeconds(pids []int) float64 {
 func benchOne(ctx context.Context, stdout io.Writer, dir string, c codec.Code, t int, methods []repair.Method, srus []int,
 	limit, perNode, chunk int64, f benchFlags) ([]BenchRow, error) {
 	n, k := c.TotalShards(), c.DataShards()
-	m := int64(c.ShardMultiple())
-	chunk = (chunk + m - 1) / m * m
+	chunk = codec.ChunkSize(c, chunk)
 	var sb [16]byte
 	rand.Read(sb[:])
 	secret := hex.EncodeToString(sb[:])
