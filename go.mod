@@ -10,6 +10,7 @@ require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/hashicorp/memberlist v0.7.0
+	github.com/klauspost/cpuid/v2 v2.4.0
 	github.com/klauspost/reedsolomon v1.14.2
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/prometheus/client_golang v1.25.0
@@ -57,7 +58,6 @@ require (
 	github.com/hashicorp/go-sockaddr v1.0.7 // indirect
 	github.com/hashicorp/golang-lru v1.0.2 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
-	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/klauspost/crc32 v1.3.0 // indirect
 	github.com/kr/pretty v0.3.1 // indirect
 	github.com/kr/text v0.2.0 // indirect

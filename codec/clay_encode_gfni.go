@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/klauspost/cpuid/v2"
 )
 
 // With our own batched kernels a call costs a few ns, so encoding can take
@@ -48,6 +50,20 @@ type sref struct{ a, z int32 }
 // encodeTile is the parity bytes a tile of runs aims for, so that the pair
 // kernel reads parity U while it is still in cache.
 const encodeTile = 256 << 10
+
+// streamBytes is the stripe size past which encode takes the kernel's
+// narrow steps: half the last-level cache (32 MiB if the CPU does not say),
+// beyond which the stripe, read twice (data C as itself and as a partner),
+// streams from DRAM. Measured on AMD Zen 4 (32 MiB L3), narrow steps
+// encoded stripes of 20-56 MB 30-40% faster and those of 2-14 MB 10-25%
+// slower than wide ones.
+var streamBytes = sync.OnceValue(func() int {
+	l3 := cpuid.CPU.Cache.L3
+	if l3 <= 0 {
+		l3 = 32 << 20
+	}
+	return l3 / 2
+})
 
 var encodePtrs = sync.Pool{New: func() any { return new([]unsafe.Pointer) }}
 
@@ -141,10 +157,14 @@ func (c *Clay) encodeGFNI(cb [][]byte, sc int) error {
 	perRun, kindsPerRun := len(p.tasks)/runs, len(p.kinds)/runs
 	pairs := ptrs[len(p.tasks):]
 	perRunPairs := len(pairs) / runs
+	blocks := stepWide
+	if c.n*c.alpha*sc > streamBytes() {
+		blocks = stepNarrow
+	}
 	tile := max(1, encodeTile/(c.q*c.m*sc)) // runs per kernel call
 	for r0 := 0; r0 < runs; r0 += tile {
 		r1 := min(r0+tile, runs)
-		p.parity.runCoupled(0, sc, ptrs[r0*perRun:r1*perRun], p.kinds[r0*kindsPerRun:r1*kindsPerRun], p.pftCBits)
+		p.parity.runCoupled(0, sc, ptrs[r0*perRun:r1*perRun], p.kinds[r0*kindsPerRun:r1*kindsPerRun], p.pftCBits, blocks)
 		pairCRun(p.pftDBits, sc, pairs[r0*perRunPairs:r1*perRunPairs])
 	}
 	return nil

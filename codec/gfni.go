@@ -62,12 +62,21 @@ func gfniMatrix(c byte) uint64 {
 	return m
 }
 
+// Step widths for runCoupled: stepWide lets the kernel take up to 4
+// blocks of every slice per step, which is fastest on slices in cache;
+// stepNarrow takes one, which is faster on slices streamed from DRAM.
+const (
+	stepNarrow = 1
+	stepWide   = 4
+)
+
 // runCoupled applies the matrix to bytes [from, to) of every task's
 // slices, with inputs computed from coupled pairs on the fly: input j of
 // task t is the pointer pair ptrs[t*(2*cols+rows)+2j:][:2] = [A, B] and
 // kinds[t*cols+j] selects A (0), A+B (1) or A+lo*B (2), lo a gfniMatrix;
-// the rows output pointers follow the 2*cols inputs.
-func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte, lo uint64) {
+// the rows output pointers follow the 2*cols inputs. blocks is the step
+// width, stepNarrow or stepWide.
+func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte, lo uint64, blocks int) {
 	if from >= to || len(kinds) == 0 {
 		return
 	}
@@ -75,7 +84,7 @@ func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte
 	if len(ptrs) != t*(2*b.cols+b.rows) {
 		panic(fmt.Sprintf("codec: coupled gfni batch of %d tasks has %d pointers", t, len(ptrs)))
 	}
-	gfniClayRows(b.rows, &b.bits[0], b.cols, from, to, &ptrs[0], &kinds[0], t, lo)
+	gfniClayRows(b.rows, &b.bits[0], b.cols, from, to, &ptrs[0], &kinds[0], t, lo, blocks)
 }
 
 // pairCRun is the parity uncoupling of Clay, one multiply per position (m

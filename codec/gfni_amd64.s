@@ -4,8 +4,8 @@
 
 #include "textflag.h"
 
-// func gfniClay1(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay1(SB), NOSPLIT, $0-64
+// func gfniClay1(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay1(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -20,6 +20,8 @@ Clay1_task:
 	JZ Clay1_done
 	MOVQ from+16(FP), R8
 Clay1_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay1_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $256
@@ -420,8 +422,8 @@ Clay1_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay2(SB), NOSPLIT, $0-64
+// func gfniClay2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay2(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -436,6 +438,8 @@ Clay2_task:
 	JZ Clay2_done
 	MOVQ from+16(FP), R8
 Clay2_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay2_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $256
@@ -885,8 +889,8 @@ Clay2_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay3(SB), NOSPLIT, $0-64
+// func gfniClay3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay3(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -901,6 +905,8 @@ Clay3_task:
 	JZ Clay3_done
 	MOVQ from+16(FP), R8
 Clay3_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay3_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $256
@@ -1399,8 +1405,8 @@ Clay3_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay4(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay4(SB), NOSPLIT, $0-64
+// func gfniClay4(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay4(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -1415,6 +1421,8 @@ Clay4_task:
 	JZ Clay4_done
 	MOVQ from+16(FP), R8
 Clay4_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay4_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $256
@@ -1962,8 +1970,8 @@ Clay4_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay5(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay5(SB), NOSPLIT, $0-64
+// func gfniClay5(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay5(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -1978,6 +1986,8 @@ Clay5_task:
 	JZ Clay5_done
 	MOVQ from+16(FP), R8
 Clay5_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay5_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
@@ -2456,8 +2466,8 @@ Clay5_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay6(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay6(SB), NOSPLIT, $0-64
+// func gfniClay6(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay6(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -2472,6 +2482,8 @@ Clay6_task:
 	JZ Clay6_done
 	MOVQ from+16(FP), R8
 Clay6_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay6_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
@@ -2985,8 +2997,8 @@ Clay6_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay7(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay7(SB), NOSPLIT, $0-64
+// func gfniClay7(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay7(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -3001,6 +3013,8 @@ Clay7_task:
 	JZ Clay7_done
 	MOVQ from+16(FP), R8
 Clay7_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay7_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
@@ -3549,8 +3563,8 @@ Clay7_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay8(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay8(SB), NOSPLIT, $0-64
+// func gfniClay8(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay8(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -3565,6 +3579,8 @@ Clay8_task:
 	JZ Clay8_done
 	MOVQ from+16(FP), R8
 Clay8_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay8_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
@@ -4148,8 +4164,8 @@ Clay8_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay9(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay9(SB), NOSPLIT, $0-64
+// func gfniClay9(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay9(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -4164,6 +4180,8 @@ Clay9_task:
 	JZ Clay9_done
 	MOVQ from+16(FP), R8
 Clay9_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay9_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
@@ -4782,8 +4800,8 @@ Clay9_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay10(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay10(SB), NOSPLIT, $0-64
+// func gfniClay10(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay10(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -4798,6 +4816,8 @@ Clay10_task:
 	JZ Clay10_done
 	MOVQ from+16(FP), R8
 Clay10_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay10_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
@@ -5451,8 +5471,8 @@ Clay10_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay11(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay11(SB), NOSPLIT, $0-64
+// func gfniClay11(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay11(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -5467,6 +5487,8 @@ Clay11_task:
 	JZ Clay11_done
 	MOVQ from+16(FP), R8
 Clay11_multi:
+	CMPQ blocks+64(FP), $1
+	JLE Clay11_block
 	MOVQ CX, R9
 	SUBQ R8, R9
 	CMPQ R9, $128
@@ -6155,8 +6177,8 @@ Clay11_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay12(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay12(SB), NOSPLIT, $0-64
+// func gfniClay12(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay12(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -6552,8 +6574,8 @@ Clay12_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay13(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay13(SB), NOSPLIT, $0-64
+// func gfniClay13(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay13(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -6965,8 +6987,8 @@ Clay13_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay14(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay14(SB), NOSPLIT, $0-64
+// func gfniClay14(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay14(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -7394,8 +7416,8 @@ Clay14_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay15(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay15(SB), NOSPLIT, $0-64
+// func gfniClay15(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay15(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX
@@ -7839,8 +7861,8 @@ Clay15_done:
 	VZEROUPPER
 	RET
 
-// func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
-TEXT ·gfniClay16(SB), NOSPLIT, $0-64
+// func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
+TEXT ·gfniClay16(SB), NOSPLIT, $0-72
 	MOVQ mat+0(FP), AX
 	MOVQ cols+8(FP), BX
 	MOVQ to+24(FP), CX

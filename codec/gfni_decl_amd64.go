@@ -9,52 +9,52 @@ import "unsafe"
 const gfniMaxRows = 16
 
 //go:noescape
-func gfniClay1(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay1(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay4(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay4(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay5(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay5(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay6(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay6(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay7(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay7(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay8(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay8(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay9(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay9(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay10(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay10(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay11(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay11(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay12(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay12(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay13(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay13(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay14(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay14(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay15(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay15(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 //go:noescape
-func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)
+func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)
 
 // gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.
 //
@@ -67,40 +67,40 @@ func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)
 func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)
 
 // gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).
-func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {
+func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int) {
 	switch rows {
 	case 1:
-		gfniClay1(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay1(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 2:
-		gfniClay2(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay2(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 3:
-		gfniClay3(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay3(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 4:
-		gfniClay4(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay4(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 5:
-		gfniClay5(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay5(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 6:
-		gfniClay6(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay6(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 7:
-		gfniClay7(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay7(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 8:
-		gfniClay8(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay8(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 9:
-		gfniClay9(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay9(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 10:
-		gfniClay10(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay10(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 11:
-		gfniClay11(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay11(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 12:
-		gfniClay12(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay12(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 13:
-		gfniClay13(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay13(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 14:
-		gfniClay14(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay14(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 15:
-		gfniClay15(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay15(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	case 16:
-		gfniClay16(mat, cols, from, to, ptrs, kinds, tasks, lo)
+		gfniClay16(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)
 	default:
 		panic("codec: gfni kernel for too many rows")
 	}

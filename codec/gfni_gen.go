@@ -71,7 +71,7 @@ func decls() []byte {
 	for r := 1; r <= maxRows; r++ {
 		s.p("")
 		s.p("//go:noescape")
-		s.p("func gfniClay%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", r)
+		s.p("func gfniClay%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)", r)
 	}
 	s.p("")
 	s.p("// gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.")
@@ -85,11 +85,11 @@ func decls() []byte {
 	s.p("func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)")
 	s.p("")
 	s.p("// gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).")
-	s.p("func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64) {")
+	s.p("func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int) {")
 	s.p("\tswitch rows {")
 	for r := 1; r <= maxRows; r++ {
 		s.p("\tcase %d:", r)
-		s.p("\t\tgfniClay%d(mat, cols, from, to, ptrs, kinds, tasks, lo)", r)
+		s.p("\t\tgfniClay%d(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)", r)
 	}
 	s.p("\tdefault:")
 	s.p("\t\tpanic(\"codec: gfni kernel for too many rows\")")
@@ -192,7 +192,10 @@ type mover = func(disp int) (string, string)
 //
 // Blocks go B at a time, so that each matrix entry, broadcast into a
 // register once per column, serves B blocks and the pointer and kind loads
-// are paid once per B blocks.
+// are paid once per B blocks. The caller can ask for single blocks only
+// (blocks <= 1): when the slices stream from DRAM rather than cache, one
+// line per stream per step keeps more streams' misses in flight, and on
+// AMD Zen 4 that encoded 30-40% faster (see clay_encode_gfni.go).
 //
 // AX matrix, BX cols, CX to, DX task pointers, SI tasks left, DI the task's
 // kinds, R8 position, R9 bytes left, R10 matrix cursor, R11 pointer
@@ -200,8 +203,8 @@ type mover = func(disp int) (string, string)
 func coupledKernel(s *emitter, name string, g clayRegs, body func(tag string, g clayRegs, moves mover)) {
 	tag := name[len("gfni"):]
 	s.p("")
-	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64)", name)
-	s.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)", name)
+	s.p("TEXT ·%s(SB), NOSPLIT, $0-72", name)
 	s.p("\tMOVQ mat+0(FP), AX")
 	s.p("\tMOVQ cols+8(FP), BX")
 	s.p("\tMOVQ to+24(FP), CX")
@@ -217,6 +220,8 @@ func coupledKernel(s *emitter, name string, g clayRegs, body func(tag string, g 
 	s.p("\tMOVQ from+16(FP), R8")
 	if g.b > 1 {
 		s.p("%s_multi:", tag)
+		s.p("\tCMPQ blocks+64(FP), $1")
+		s.p("\tJLE %s_block", tag)
 		s.p("\tMOVQ CX, R9")
 		s.p("\tSUBQ R8, R9")
 		s.p("\tCMPQ R9, $%d", 64*g.b)

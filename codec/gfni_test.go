@@ -92,8 +92,9 @@ func coupledInput(rng *rand.Rand, n int, lo byte) (ptrs [2]unsafe.Pointer, kind 
 }
 
 // runCoupled must agree with the field for every row count (each has its
-// own kernel, with 4, 2 or 1 blocks per step), any kinds, and lengths that
-// exercise the multi-block, single-block and masked-tail loops.
+// own kernel, with 4, 2 or 1 blocks per step), both step widths, any
+// kinds, and lengths that exercise the multi-block, single-block and
+// masked-tail loops.
 func TestGFNICoupledMatchesReference(t *testing.T) {
 	if !hasGFNI {
 		t.Skip("no AVX-512 GFNI on this CPU: the library path is used instead")
@@ -102,7 +103,8 @@ func TestGFNICoupledMatchesReference(t *testing.T) {
 	const lo = 0x8f
 	for rows := 1; rows <= gfniMaxRows; rows++ {
 		for _, cols := range []int{1, 2, 5, 12} {
-			for _, n := range []int{1, 63, 64, 65, 200, 1000} {
+			for i, n := range []int{1, 63, 64, 65, 200, 1000, 1000} {
+				blocks := []int{stepWide, stepNarrow}[i%2]
 				m, b := randomBatch(t, rng, rows, cols)
 				const tasks = 3
 				var ptrs []unsafe.Pointer
@@ -122,12 +124,12 @@ func TestGFNICoupledMatchesReference(t *testing.T) {
 						ptrs = append(ptrs, unsafe.Pointer(&out[0]))
 					}
 				}
-				b.runCoupled(0, n, ptrs, kinds, gfniMatrix(lo))
+				b.runCoupled(0, n, ptrs, kinds, gfniMatrix(lo), blocks)
 				for tk := range tasks {
 					want := refMul(m, ins[tk], n)
 					for i := range want {
 						if !bytes.Equal(outs[tk][i][:n], want[i]) {
-							t.Fatalf("%dx%d n=%d task %d row %d differs", rows, cols, n, tk, i)
+							t.Fatalf("%dx%d n=%d blocks=%d task %d row %d differs", rows, cols, n, blocks, tk, i)
 						}
 						for p := n; p < n+64; p++ {
 							if outs[tk][i][p] != 0xa5 {

@@ -307,7 +307,7 @@ func (l *linmap) applyDense(in, out [][]byte, size int) {
 		end, task := min(off+l.seg, size), ptrs
 		for _, b := range l.dense {
 			n := 2*l.cols + b.r1 - b.r0
-			b.b.runCoupled(off, end, task[:n], b.kinds, 0)
+			b.b.runCoupled(off, end, task[:n], b.kinds, 0, stepWide)
 			task = task[n:]
 		}
 	}
