@@ -114,7 +114,11 @@ var responseOverrides = map[string]string{
 	"response-content-encoding":    "Content-Encoding",
 }
 
-func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manifest) {
+// setObjectHeaders sets the headers of a GET or HEAD of m. whole is false
+// for a range: the stored checksums are of the whole object, and clients
+// that asked for them would check them against the part they got, as S3
+// never sends them for a range.
+func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manifest, whole bool) {
 	ct := m.ContentType
 	if ct == "" {
 		ct = "binary/octet-stream"
@@ -129,7 +133,7 @@ func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manif
 	for k, v := range m.Headers {
 		c.Set(k, v)
 	}
-	if strings.EqualFold(c.Get("x-amz-checksum-mode"), "ENABLED") {
+	if whole && strings.EqualFold(c.Get("x-amz-checksum-mode"), "ENABLED") {
 		setChecksumHeaders(c, m.Checksums)
 	}
 	if m.StorageClass != "" && m.StorageClass != "STANDARD" {
@@ -169,7 +173,7 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 		c.Set("Content-Range", fmt.Sprintf("bytes */%d", m.Size))
 		return err
 	}
-	g.setObjectHeaders(c, req, m)
+	g.setObjectHeaders(c, req, m, rng == nil)
 	off, length, status := int64(0), m.Size, fiber.StatusOK
 	if rng != nil {
 		off, length, status = rng.start, rng.length, fiber.StatusPartialContent

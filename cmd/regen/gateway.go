@@ -64,7 +64,7 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.code, "code", env("REGEN_CODE", "rs-6-3"), "default erasure code: rs-K-M, clay-K-M or pm-K-M (REGEN_CODE)")
 	f.classes = envList("REGEN_STORAGE_CLASSES")
 	fs.Var(&f.classes, "storage-class", "CLASS=CODE: code for an S3 storage class, repeatable (REGEN_STORAGE_CLASSES)")
-	fs.StringVar(&f.chunk, "chunk-size", env("REGEN_CHUNK_SIZE", "1MiB"), "shard chunk per stripe (REGEN_CHUNK_SIZE)")
+	fs.StringVar(&f.chunk, "chunk-size", env("REGEN_CHUNK_SIZE", "1MiB"), "shard chunk per stripe, rounded up to 64-byte sub-chunks (REGEN_CHUNK_SIZE)")
 	fs.StringVar(&f.logFormat, "log-format", env("REGEN_LOG_FORMAT", "text"), "log format: text or json (REGEN_LOG_FORMAT)")
 	fs.StringVar(&f.logLevel, "log-level", env("REGEN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (REGEN_LOG_LEVEL)")
 	fs.StringVar(&f.profile, "gossip-profile", env("REGEN_GOSSIP_PROFILE", "lan"), "gossip timing: lan, or local for one machine (REGEN_GOSSIP_PROFILE)")
