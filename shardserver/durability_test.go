@@ -89,6 +89,10 @@ func TestCancelledPutNeverVisible(t *testing.T) {
 	go func() {
 		pw.Write(bytes.Repeat([]byte("y"), 5*testBlock))
 		cancel() // the client gives up mid-body
+		// and stops its body too: net/http's RoundTrip returns only once
+		// its body read does, so a pipe left open would hang it (as the
+		// gateway's senders, which close theirs when the PUT ends).
+		pw.CloseWithError(context.Canceled)
 	}()
 	_, err := e.client.PutShard(ctx, e.addr, "cancelled", 0, pr)
 	if err == nil {
