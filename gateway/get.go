@@ -103,6 +103,43 @@ func checkConditions(c *fiber.Ctx, m *metadata.Manifest) error {
 
 var errNotModified = errors.New("not modified")
 
+// partRange resolves ?partNumber=N: the bytes of part N of a multipart
+// object, counted in the order of the completed upload, and the whole
+// object as its only part otherwise. A multipart object's response says
+// how many parts it has (x-amz-mp-parts-count), so a client can fetch
+// them all in parallel.
+func partRange(c *fiber.Ctx, req *request, m *metadata.Manifest) (*byteRange, error) {
+	n, err := partNumber(req)
+	if err != nil {
+		return nil, err
+	}
+	if c.Get("Range") != "" {
+		return nil, apiErr("InvalidRequest", "Cannot specify both Range header and partNumber query parameter.")
+	}
+	if !isMultipart(m) {
+		if n != 1 {
+			return nil, apiErr("InvalidPartNumber", "")
+		}
+		return &byteRange{start: 0, length: m.Size}, nil
+	}
+	if n > len(m.Parts) {
+		return nil, apiErr("InvalidPartNumber", "")
+	}
+	c.Set("x-amz-mp-parts-count", strconv.Itoa(len(m.Parts)))
+	var start int64
+	for _, p := range m.Parts[:n-1] {
+		start += p.Size
+	}
+	return &byteRange{start: start, length: m.Parts[n-1].Size}, nil
+}
+
+// isMultipart reports whether m was completed from a multipart upload; its
+// ETag then ends in -N, the number of parts.
+func isMultipart(m *metadata.Manifest) bool {
+	i := strings.LastIndexByte(m.ETag, '-')
+	return i >= 0 && i < len(m.ETag)-1 && strings.Trim(m.ETag[i+1:], "0123456789") == ""
+}
+
 // responseOverrides are the GET query parameters that replace response
 // headers.
 var responseOverrides = map[string]string{
@@ -168,8 +205,12 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 		}
 		return err
 	}
-	rng, err := parseRange(c.Get("Range"), m.Size)
-	if err != nil {
+	var rng *byteRange
+	if req.query.Has("partNumber") {
+		if rng, err = partRange(c, req, m); err != nil {
+			return err
+		}
+	} else if rng, err = parseRange(c.Get("Range"), m.Size); err != nil {
 		c.Set("Content-Range", fmt.Sprintf("bytes */%d", m.Size))
 		return err
 	}

@@ -69,6 +69,7 @@ var (
 	ErrInvalidPart                       = reg("InvalidPart", 400, "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.")
 	ErrInvalidPartOrder                  = reg("InvalidPartOrder", 400, "The list of parts was not in ascending order. The parts list must be specified in order by part number.")
 	ErrInvalidRange                      = reg("InvalidRange", 416, "The requested range is not satisfiable")
+	ErrInvalidPartNumber                 = reg("InvalidPartNumber", 416, "The requested partnumber is not satisfiable")
 	ErrInvalidRequest                    = reg("InvalidRequest", 400, "Invalid Request")
 	ErrInvalidStorageClass               = reg("InvalidStorageClass", 400, "The storage class you specified is not valid.")
 	ErrInvalidURI                        = reg("InvalidURI", 400, "Couldn't parse the specified URI.")

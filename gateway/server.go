@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -193,6 +195,14 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 	q := req.query
 	switch req.method {
+	case fiber.MethodPut, fiber.MethodDelete:
+		// PUT ?tagging or DELETE ?policy must not create or delete the
+		// bucket itself.
+		if err := onlyParams(q); err != nil {
+			return err
+		}
+	}
+	switch req.method {
 	case fiber.MethodPut:
 		*op = "CreateBucket"
 		return g.createBucket(c, req)
@@ -221,7 +231,7 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Get("list-type") == "2":
 			*op = "ListObjectsV2"
 			return g.listObjectsV2(c, req)
-		case len(q) == 0 || q.Has("prefix") || q.Has("delimiter") || q.Has("marker") || q.Has("max-keys") || q.Has("encoding-type"):
+		case onlyParams(q, "prefix", "delimiter", "marker", "max-keys", "encoding-type") == nil:
 			*op = "ListObjects"
 			return g.listObjectsV1(c, req)
 		}
@@ -233,6 +243,12 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 	if req.query.Has("uploads") || req.query.Has("uploadId") {
 		return g.routeMultipart(c, req, op)
+	}
+	if err := onlyParams(req.query, objectParams[req.method]...); err != nil {
+		return err
+	}
+	if v, ok := req.query["versionId"]; ok && (len(v) != 1 || v[0] != "null") {
+		return apiErr("NotImplemented", "regen keeps no object versions; only versionId=null (the current version) is accepted")
 	}
 	switch req.method {
 	case fiber.MethodPut:
@@ -252,6 +268,32 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 		return g.deleteObject(c, req)
 	}
 	return apiErr("MethodNotAllowed", "")
+}
+
+// objectParams are the query parameters each object operation takes
+// besides the neutral ones. Any other names a sub-resource regen does not
+// have (tagging, retention, attributes, torrent, ...), and must not fall
+// through to the plain operation: PUT ?tagging would overwrite the object
+// with the tag set's XML, DELETE ?tagging would delete the object.
+var objectParams = map[string][]string{
+	fiber.MethodGet:    {"partNumber", "versionId"},
+	fiber.MethodHead:   {"partNumber", "versionId"},
+	fiber.MethodDelete: {"versionId"},
+}
+
+// onlyParams returns NotImplemented if q has a parameter that is neither
+// in allowed nor neutral: a presigned URL's X-Amz-* signing parameters,
+// the x-id operation hint some SDKs add, and GET's response-* overrides.
+func onlyParams(q url.Values, allowed ...string) error {
+	keys := slices.Sorted(maps.Keys(q))
+	for _, k := range keys {
+		lk := strings.ToLower(k)
+		if slices.Contains(allowed, k) || lk == "x-id" || strings.HasPrefix(lk, "x-amz-") || strings.HasPrefix(lk, "response-") {
+			continue
+		}
+		return apiErr("NotImplemented", fmt.Sprintf("regen does not implement the %q sub-resource or parameter of this request", k))
+	}
+	return nil
 }
 
 func (g *Gateway) routeMultipart(c *fiber.Ctx, req *request, op *string) error {

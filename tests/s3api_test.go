@@ -48,6 +48,8 @@ func TestS3Surface(t *testing.T) {
 	t.Run("DeleteObjects", func(t *testing.T) { testDeleteObjects(t, d, c) })
 	t.Run("ConditionalWrites", func(t *testing.T) { testConditionalWrites(t, d, c) })
 	t.Run("Checksums", func(t *testing.T) { testChecksums(t, d) })
+	t.Run("Subresources", func(t *testing.T) { testSubresources(t, d, c) })
+	t.Run("PartNumber", func(t *testing.T) { testPartNumber(t, d, c, core) })
 	t.Run("AbandonedUploadExpires", func(t *testing.T) {
 		time.Sleep(time.Until(abandonedAt.Add(15 * time.Second)))
 		waitFor(t, 20*time.Second, "the abandoned upload to be aborted", func() bool {
@@ -357,6 +359,113 @@ func testChecksums(t *testing.T, d *devCluster) {
 	want := crc32.Checksum(big, crc32.MakeTable(crc32.Castagnoli))
 	if h := headers(t, d, "/mpu/trailer", map[string]string{"x-amz-checksum-mode": "ENABLED"}); h.Get("x-amz-checksum-crc32c") != base64.StdEncoding.EncodeToString(crc32Bytes(want)) {
 		t.Errorf("trailing checksum not stored: %q", h.Get("x-amz-checksum-crc32c"))
+	}
+}
+
+// Sub-resources regen does not implement get NotImplemented and touch
+// nothing: they once fell through to the plain operation, so that
+// put-object-tagging overwrote the object with the tag XML and
+// delete-object-tagging deleted it.
+func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
+	data := randomData(100<<10, 21)
+	put(t, c, "other", "tagged", data, minio.PutObjectOptions{})
+	tagging := []byte(`<Tagging><TagSet><Tag><Key>a</Key><Value>b</Value></Tag></TagSet></Tagging>`)
+	for _, r := range []struct {
+		method, path string
+		body         []byte
+	}{
+		{http.MethodPut, "/other/tagged?tagging", tagging},
+		{http.MethodDelete, "/other/tagged?tagging", nil},
+		{http.MethodGet, "/other/tagged?attributes", nil},
+		{http.MethodPut, "/other/tagged?retention", []byte("<Retention/>")},
+		{http.MethodPost, "/other/tagged?restore", []byte("<RestoreRequest/>")},
+		{http.MethodGet, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
+		{http.MethodDelete, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
+		{http.MethodPut, "/other?versioning", []byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`)},
+		{http.MethodPut, "/other?tagging", tagging},
+		{http.MethodDelete, "/other?policy", nil},
+		{http.MethodDelete, "/other?cors", nil},
+	} {
+		code, body := signedRequest(t, d, r.method, r.path, r.body, nil)
+		if code != http.StatusNotImplemented || !strings.Contains(body, "<Code>NotImplemented</Code>") {
+			t.Errorf("%s %s: %d %s; want 501 NotImplemented", r.method, r.path, code, body)
+		}
+	}
+	if got := get(t, c, "other", "tagged", minio.GetObjectOptions{}); !bytes.Equal(got, data) {
+		t.Fatalf("the object changed after the rejected sub-resource requests (%d bytes)", len(got))
+	}
+	if ok, err := c.BucketExists(ctx(t), "other"); err != nil || !ok {
+		t.Fatalf("bucket other after DELETE ?policy: exists %v, %v", ok, err)
+	}
+	// Neutral parameters still reach the operation: the current version
+	// as versionId=null, and the x-id hint some SDKs add.
+	for _, path := range []string{"/other/tagged?versionId=null", "/other/tagged?x-id=GetObject"} {
+		if code, body := signedRequest(t, d, http.MethodGet, path, nil, nil); code != 200 || body != string(data) {
+			t.Errorf("GET %s: %d (%d bytes)", path, code, len(body))
+		}
+	}
+}
+
+// GET and HEAD with ?partNumber=N serve part N of a multipart object, as
+// SDK downloaders that fetch parts in parallel use them.
+func testPartNumber(t *testing.T, d *devCluster, c *minio.Client, core *minio.Core) {
+	sizes := []int64{5 << 20, 5 << 20, 1<<20 + 3}
+	id, err := core.NewMultipartUpload(ctx(t), "mpu", "parts", minio.PutObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := randomData(70<<10, 29)
+	put(t, c, "mpu", "single", small, minio.PutObjectOptions{})
+	var whole []byte
+	var done []minio.CompletePart
+	for i, n := range sizes {
+		p := randomData(n, uint64(30+i))
+		whole = append(whole, p...)
+		info, err := core.PutObjectPart(ctx(t), "mpu", "parts", id, i+1, bytes.NewReader(p), n, minio.PutObjectPartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, minio.CompletePart{PartNumber: i + 1, ETag: info.ETag})
+	}
+	if _, err := core.CompleteMultipartUpload(ctx(t), "mpu", "parts", id, done, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	for i, n := range sizes {
+		opts := minio.GetObjectOptions{PartNumber: i + 1}
+		if got := get(t, c, "mpu", "parts", opts); !bytes.Equal(got, whole[off:off+n]) {
+			t.Errorf("part %d: %d bytes, not the part's %d", i+1, len(got), n)
+		}
+		resp := doSigned(t, d, http.MethodHead, fmt.Sprintf("/mpu/parts?partNumber=%d", i+1), nil, nil)
+		resp.Body.Close()
+		wantRange := fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, len(whole))
+		if resp.StatusCode != http.StatusPartialContent || resp.ContentLength != n || resp.Header.Get("Content-Range") != wantRange || resp.Header.Get("x-amz-mp-parts-count") != "3" {
+			t.Errorf("HEAD part %d: %d, length %d, range %q, parts %q; want 206, %d, %q, 3", i+1, resp.StatusCode, resp.ContentLength,
+				resp.Header.Get("Content-Range"), resp.Header.Get("x-amz-mp-parts-count"), n, wantRange)
+		}
+		off += n
+	}
+	for _, r := range []struct {
+		path, rng string
+		code      int
+		s3code    string
+	}{
+		{"/mpu/parts?partNumber=4", "", 416, "InvalidPartNumber"},
+		{"/mpu/parts?partNumber=0", "", 400, "InvalidArgument"},
+		{"/mpu/parts?partNumber=1", "bytes=0-9", 400, "InvalidRequest"},
+		{"/mpu/single?partNumber=2", "", 416, "InvalidPartNumber"},
+	} {
+		var hdr map[string]string
+		if r.rng != "" {
+			hdr = map[string]string{"Range": r.rng}
+		}
+		if code, body := signedRequest(t, d, http.MethodGet, r.path, nil, hdr); code != r.code || !strings.Contains(body, "<Code>"+r.s3code+"</Code>") {
+			t.Errorf("GET %s (Range %q): %d %s; want %d %s", r.path, r.rng, code, body, r.code, r.s3code)
+		}
+	}
+	// A single-PUT object is its own only part.
+	if got := get(t, c, "mpu", "single", minio.GetObjectOptions{PartNumber: 1}); !bytes.Equal(got, small) {
+		t.Errorf("part 1 of a single-PUT object: %d bytes, want %d", len(got), len(small))
 	}
 }
 
