@@ -242,9 +242,15 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 
 func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 	if req.query.Has("uploads") || req.query.Has("uploadId") {
+		if err := noEncryption(c, req.method); err != nil {
+			return err
+		}
 		return g.routeMultipart(c, req, op)
 	}
 	if err := onlyParams(req.query, objectParams[req.method]...); err != nil {
+		return err
+	}
+	if err := noEncryption(c, req.method); err != nil {
 		return err
 	}
 	if v, ok := req.query["versionId"]; ok && (len(v) != 1 || v[0] != "null") {
@@ -279,6 +285,25 @@ var objectParams = map[string][]string{
 	fiber.MethodGet:    {"partNumber", "versionId"},
 	fiber.MethodHead:   {"partNumber", "versionId"},
 	fiber.MethodDelete: {"versionId"},
+}
+
+// noEncryption refuses writes that ask for server-side encryption (SSE-S3,
+// SSE-KMS or SSE-C): regen stores objects as sent, and storing them so
+// while the client believes them encrypted would be worse than failing.
+func noEncryption(c *fiber.Ctx, method string) error {
+	if method != fiber.MethodPut && method != fiber.MethodPost {
+		return nil
+	}
+	var asked string
+	c.Request().Header.VisitAll(func(k, _ []byte) {
+		if h := strings.ToLower(string(k)); asked == "" && (strings.HasPrefix(h, "x-amz-server-side-encryption") || strings.HasPrefix(h, "x-amz-copy-source-server-side-encryption")) {
+			asked = h
+		}
+	})
+	if asked != "" {
+		return apiErr("NotImplemented", "regen does not encrypt objects at rest; this request asks for server-side encryption ("+asked+")")
+	}
+	return nil
 }
 
 // onlyParams returns NotImplemented if q has a parameter that is neither

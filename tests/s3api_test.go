@@ -391,6 +391,19 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 			t.Errorf("%s %s: %d %s; want 501 NotImplemented", r.method, r.path, code, body)
 		}
 	}
+	// Server-side encryption is refused, not silently skipped.
+	for _, h := range []map[string]string{
+		{"x-amz-server-side-encryption": "AES256"},
+		{"x-amz-server-side-encryption": "aws:kms"},
+		{"x-amz-server-side-encryption-customer-algorithm": "AES256"},
+	} {
+		if code, body := signedRequest(t, d, http.MethodPut, "/other/tagged", []byte("plain"), h); code != http.StatusNotImplemented {
+			t.Errorf("PUT with %v: %d %s; want 501 NotImplemented", h, code, body)
+		}
+		if code, body := signedRequest(t, d, http.MethodPost, "/other/sse?uploads", nil, h); code != http.StatusNotImplemented {
+			t.Errorf("CreateMultipartUpload with %v: %d %s; want 501 NotImplemented", h, code, body)
+		}
+	}
 	if got := get(t, c, "other", "tagged", minio.GetObjectOptions{}); !bytes.Equal(got, data) {
 		t.Fatalf("the object changed after the rejected sub-resource requests (%d bytes)", len(got))
 	}
