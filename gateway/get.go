@@ -120,6 +120,9 @@ func partRange(c *fiber.Ctx, req *request, m *metadata.Manifest) (*byteRange, er
 		if n != 1 {
 			return nil, apiErr("InvalidPartNumber", "")
 		}
+		if m.Size == 0 {
+			return nil, nil // no byte range to name: a plain 200
+		}
 		return &byteRange{start: 0, length: m.Size}, nil
 	}
 	if n > len(m.Parts) {

@@ -476,9 +476,13 @@ func testPartNumber(t *testing.T, d *devCluster, c *minio.Client, core *minio.Co
 			t.Errorf("GET %s (Range %q): %d %s; want %d %s", r.path, r.rng, code, body, r.code, r.s3code)
 		}
 	}
-	// A single-PUT object is its own only part.
+	// A single-PUT object is its own only part, an empty one too.
 	if got := get(t, c, "mpu", "single", minio.GetObjectOptions{PartNumber: 1}); !bytes.Equal(got, small) {
 		t.Errorf("part 1 of a single-PUT object: %d bytes, want %d", len(got), len(small))
+	}
+	put(t, c, "mpu", "empty", nil, minio.PutObjectOptions{})
+	if code, body := signedRequest(t, d, http.MethodGet, "/mpu/empty?partNumber=1", nil, nil); code != 200 || body != "" {
+		t.Errorf("part 1 of an empty object: %d %q; want 200 and no bytes", code, body)
 	}
 }
 
