@@ -55,7 +55,7 @@ const encodeTile = 256 << 10
 // narrow steps: half the last-level cache (32 MiB if the CPU does not say),
 // beyond which the stripe, read twice (data C as itself and as a partner),
 // streams from DRAM. Measured on AMD Zen 4 (32 MiB L3), narrow steps
-// encoded stripes of 20-56 MB 30-40% faster and those of 2-14 MB 10-25%
+// encoded stripes of 20-56 MB 30-50% faster and those of 2-14 MB 10-25%
 // slower than wide ones.
 var streamBytes = sync.OnceValue(func() int {
 	l3 := cpuid.CPU.Cache.L3
