@@ -3,13 +3,16 @@ package gateway
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 )
 
 // regen has no ACLs: whoever holds a key has full control. GET ?acl
 // answers that (tools like s3cmd read the ACL before copying), and PUT
-// ?acl accepts only the canned "private" that matches it.
+// ?acl accepts only what matches it.
 
 // AccessControlPolicy is the GetObjectAcl / GetBucketAcl response.
 type AccessControlPolicy struct {
@@ -52,9 +55,70 @@ func (g *Gateway) getACL(c *fiber.Ctx, req *request) error {
 	}}})
 }
 
+// aclInput is a PUT ?acl body: only what decides whether it asks for
+// more than regen has (a grant to a group or an e-mail address, or a
+// permission short of full control).
+type aclInput struct {
+	Grants []struct {
+		URI        string `xml:"Grantee>URI"`
+		Email      string `xml:"Grantee>EmailAddress"`
+		Permission string `xml:"Permission"`
+	} `xml:"AccessControlList>Grant"`
+}
+
+// ownerOnlyACLs are the canned ACLs that grant nothing beyond what every
+// access key already has (regen has one owner, who owns every bucket).
+var ownerOnlyACLs = []string{"private", "bucket-owner-full-control", "bucket-owner-read"}
+
+// noGrants refuses a write whose x-amz-acl or x-amz-grant-* headers ask
+// for access regen cannot give (public-read and the like): storing the
+// object while the client believes it public would be a silent failure.
+func noGrants(c *fiber.Ctx) error {
+	if acl := c.Get("x-amz-acl"); acl != "" && !slices.Contains(ownerOnlyACLs, acl) {
+		return apiErr("NotImplemented", fmt.Sprintf("regen has no ACLs: every access key has full control and nothing else can be granted; canned ACL %q is refused (%s are accepted)", acl, strings.Join(ownerOnlyACLs, ", ")))
+	}
+	var grant string
+	c.Request().Header.VisitAll(func(k, _ []byte) {
+		if h := strings.ToLower(string(k)); grant == "" && strings.HasPrefix(h, "x-amz-grant-") {
+			grant = h
+		}
+	})
+	if grant != "" {
+		return apiErr("NotImplemented", "regen has no ACLs: every access key has full control and nothing else can be granted ("+grant+")")
+	}
+	return nil
+}
+
+// putACL accepts what regen already has (the canned "private", or a body
+// granting full control to canonical users) and refuses the rest: a
+// client told that "public-read" or a grant took effect would believe
+// something regen does not do (s3cmd setacl --acl-public said so).
 func (g *Gateway) putACL(c *fiber.Ctx, req *request) error {
-	if acl := c.Get("x-amz-acl"); acl != "" && acl != "private" {
-		return apiErr("NotImplemented", "regen has no ACLs; only the canned ACL private is accepted")
+	if err := noGrants(c); err != nil {
+		return err
+	}
+	if len(c.Body()) > 0 || c.Request().Header.ContentLength() > 0 {
+		var in aclInput
+		if err := DecodeXML(g.bodyReader(c, req, -1), &in); err != nil {
+			return err
+		}
+		for _, gr := range in.Grants {
+			if gr.URI != "" || gr.Email != "" || gr.Permission != "FULL_CONTROL" {
+				return apiErr("NotImplemented", fmt.Sprintf("regen has no ACLs: every access key has full control and nothing else can be granted (%s to %s)", gr.Permission, gr.URI+gr.Email))
+			}
+		}
+	}
+	ctx, cancel := g.opContext()
+	defer cancel()
+	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+		return bucketErr(err)
+	}
+	if req.key != "" {
+		if _, err := g.layer.readManifest(ctx, req.bucket, req.key); errors.Is(err, errNotFound) {
+			return apiErr("NoSuchKey", "The specified key does not exist.")
+		} else if err != nil {
+			return err
+		}
 	}
 	c.Status(fiber.StatusOK)
 	return nil

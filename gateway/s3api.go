@@ -46,6 +46,15 @@ func (g *Gateway) writeError(c *fiber.Ctx, req *request, err error) {
 	if ae.Code == "SlowDown" || ae.Code == "ServiceUnavailable" {
 		c.Set("Retry-After", "1")
 	}
+	// A request signed for another region (s3cmd signs for "US" unless
+	// told otherwise) learns the right one, as from S3: clients retry
+	// there, s3cmd from the body's Region, botocore from the header (a
+	// HEAD has no body).
+	region := ""
+	if ae.Code == "AuthorizationHeaderMalformed" {
+		region = g.region()
+		c.Set("x-amz-bucket-region", region)
+	}
 	c.Status(ae.HTTPStatus)
 	if m := c.Method(); m == fiber.MethodPut || m == fiber.MethodPost {
 		// The body may be unread: closing keeps its rest from being
@@ -61,7 +70,7 @@ func (g *Gateway) writeError(c *fiber.Ctx, req *request, err error) {
 		resource += "/" + req.key
 	}
 	c.Set("Content-Type", "application/xml")
-	c.Send(ae.ErrorXML(resource, req.id))
+	c.Send(ae.errorXML(resource, req.id, region))
 }
 
 // sendXML answers with an S3 XML document.

@@ -159,11 +159,18 @@ type ErrorResponse struct {
 	// Key for NoSuchKey...). Optional.
 	Key        string `xml:"Key,omitempty"`
 	BucketName string `xml:"BucketName,omitempty"`
+	Region     string `xml:"Region,omitempty"`
 }
 
 // ErrorXML renders e as a complete S3 error document, XML declaration
 // included. resource is the request path ("/bucket/key"); requestID is the
 // value also sent in x-amz-request-id. HEAD responses must not carry it.
 func (e *APIError) ErrorXML(resource, requestID string) []byte {
-	return EncodeXML(ErrorResponse{Code: e.Code, Message: e.Message, Resource: resource, RequestID: requestID})
+	return e.errorXML(resource, requestID, "")
+}
+
+// errorXML is ErrorXML naming the region the request should have been
+// signed for, as S3 does for a wrong-region request.
+func (e *APIError) errorXML(resource, requestID, region string) []byte {
+	return EncodeXML(ErrorResponse{Code: e.Code, Message: e.Message, Resource: resource, RequestID: requestID, Region: region})
 }

@@ -205,6 +205,9 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 	switch req.method {
 	case fiber.MethodPut:
 		*op = "CreateBucket"
+		if err := noGrants(c); err != nil {
+			return err
+		}
 		return g.createBucket(c, req)
 	case fiber.MethodHead:
 		*op = "HeadBucket"
@@ -242,7 +245,7 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 
 func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 	if req.query.Has("uploads") || req.query.Has("uploadId") {
-		if err := noEncryption(c, req.method); err != nil {
+		if err := writableAsAsked(c, req.method); err != nil {
 			return err
 		}
 		return g.routeMultipart(c, req, op)
@@ -250,7 +253,7 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 	if err := onlyParams(req.query, objectParams[req.method]...); err != nil {
 		return err
 	}
-	if err := noEncryption(c, req.method); err != nil {
+	if err := writableAsAsked(c, req.method); err != nil {
 		return err
 	}
 	if v, ok := req.query["versionId"]; ok && (len(v) != 1 || v[0] != "null") {
@@ -287,12 +290,17 @@ var objectParams = map[string][]string{
 	fiber.MethodDelete: {"versionId"},
 }
 
-// noEncryption refuses writes that ask for server-side encryption (SSE-S3,
-// SSE-KMS or SSE-C): regen stores objects as sent, and storing them so
-// while the client believes them encrypted would be worse than failing.
-func noEncryption(c *fiber.Ctx, method string) error {
+// writableAsAsked refuses object writes that ask for what regen does not
+// do: grants beyond the owner (noGrants) and server-side encryption
+// (SSE-S3, SSE-KMS or SSE-C). regen stores objects as sent, and storing
+// them so while the client believes them public or encrypted would be
+// worse than failing.
+func writableAsAsked(c *fiber.Ctx, method string) error {
 	if method != fiber.MethodPut && method != fiber.MethodPost {
 		return nil
+	}
+	if err := noGrants(c); err != nil {
+		return err
 	}
 	var asked string
 	c.Request().Header.VisitAll(func(k, _ []byte) {

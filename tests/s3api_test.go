@@ -50,6 +50,7 @@ func TestS3Surface(t *testing.T) {
 	t.Run("Checksums", func(t *testing.T) { testChecksums(t, d) })
 	t.Run("Subresources", func(t *testing.T) { testSubresources(t, d, c) })
 	t.Run("PartNumber", func(t *testing.T) { testPartNumber(t, d, c, core) })
+	t.Run("ACLAndRegion", func(t *testing.T) { testACLAndRegion(t, d, c) })
 	t.Run("AbandonedUploadExpires", func(t *testing.T) {
 		time.Sleep(time.Until(abandonedAt.Add(15 * time.Second)))
 		waitFor(t, 20*time.Second, "the abandoned upload to be aborted", func() bool {
@@ -416,6 +417,70 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 		if code, body := signedRequest(t, d, http.MethodGet, path, nil, nil); code != 200 || body != string(data) {
 			t.Errorf("GET %s: %d (%d bytes)", path, code, len(body))
 		}
+	}
+}
+
+// regen has no ACLs: PUT ?acl takes what matches that (private, or full
+// control for canonical users) and refuses any grant it could not honour,
+// instead of answering 200 to "public-read" as it once did. A request
+// signed for another region is told the right one, so that s3cmd with its
+// default region ("US") finds its way.
+func testACLAndRegion(t *testing.T, d *devCluster, c *minio.Client) {
+	put(t, c, "other", "acl", []byte("acl target"), minio.PutObjectOptions{})
+	owner := `<AccessControlPolicy xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>regenadmin</ID></Owner><AccessControlList>` +
+		`<Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser"><ID>regenadmin</ID></Grantee><Permission>FULL_CONTROL</Permission></Grant>`
+	public := owner + `<Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="Group"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>READ</Permission></Grant>`
+	for _, r := range []struct {
+		path string
+		body string
+		hdr  map[string]string
+		code int
+	}{
+		{"/other/acl?acl", "", map[string]string{"x-amz-acl": "private"}, 200},
+		{"/other/acl?acl", owner + `</AccessControlList></AccessControlPolicy>`, nil, 200},
+		{"/other?acl", "", map[string]string{"x-amz-acl": "private"}, 200},
+		{"/other/acl?acl", "", map[string]string{"x-amz-acl": "public-read"}, 501},
+		{"/other/acl?acl", public + `</AccessControlList></AccessControlPolicy>`, nil, 501},
+		{"/other/acl?acl", "", map[string]string{"x-amz-grant-read": `uri="http://acs.amazonaws.com/groups/global/AllUsers"`}, 501},
+		{"/other?acl", "", map[string]string{"x-amz-acl": "public-read-write"}, 501},
+		{"/other/no-such-key?acl", "", map[string]string{"x-amz-acl": "private"}, 404},
+		// The same rule on writes: objects, uploads and buckets.
+		{"/other/acl", "x", map[string]string{"x-amz-acl": "public-read"}, 501},
+		{"/other/acl", "x", map[string]string{"x-amz-grant-full-control": `id="someone-else"`}, 501},
+		{"/other/acl2", "x", map[string]string{"x-amz-acl": "bucket-owner-full-control"}, 200},
+		{"/aclbucket", "", map[string]string{"x-amz-acl": "public-read"}, 501},
+	} {
+		if code, body := signedRequest(t, d, http.MethodPut, r.path, []byte(r.body), r.hdr); code != r.code {
+			t.Errorf("PUT %s %v: %d %s; want %d", r.path, r.hdr, code, body, r.code)
+		}
+	}
+	if code, body := signedRequest(t, d, http.MethodPost, "/other/acl3?uploads", nil, map[string]string{"x-amz-acl": "public-read"}); code != 501 {
+		t.Errorf("CreateMultipartUpload public-read: %d %s; want 501", code, body)
+	}
+	if got := get(t, c, "other", "acl", minio.GetObjectOptions{}); string(got) != "acl target" {
+		t.Errorf("object after refused writes: %q", got)
+	}
+	if ok, _ := c.BucketExists(ctx(t), "aclbucket"); ok {
+		t.Error("bucket created though its public-read ACL was refused")
+	}
+	if code, body := signedRequest(t, d, http.MethodGet, "/other/acl?acl", nil, nil); code != 200 || !strings.Contains(body, "FULL_CONTROL") || strings.Contains(body, "AllUsers") {
+		t.Errorf("GET ?acl: %d %s", code, body)
+	}
+
+	req, err := http.NewRequest(http.MethodGet, d.info.Endpoint+"/other/acl", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigv4.Sign(req, d.info.AccessKey, d.info.SecretKey, "US", time.Now(), sha(nil))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "<Region>us-east-1</Region>") || resp.Header.Get("x-amz-bucket-region") != "us-east-1" {
+		t.Errorf("request signed for region US: %d, x-amz-bucket-region %q, %s; want 400 naming us-east-1",
+			resp.StatusCode, resp.Header.Get("x-amz-bucket-region"), body)
 	}
 }
 
