@@ -291,16 +291,22 @@ var objectParams = map[string][]string{
 }
 
 // writableAsAsked refuses object writes that ask for what regen does not
-// do: grants beyond the owner (noGrants) and server-side encryption
-// (SSE-S3, SSE-KMS or SSE-C). regen stores objects as sent, and storing
-// them so while the client believes them public or encrypted would be
-// worse than failing.
+// do: grants beyond the owner (noGrants), tags, object lock, and
+// server-side encryption (SSE-S3, SSE-KMS or SSE-C). Storing the object
+// while the client believes it public, tagged, locked or encrypted would
+// be worse than failing.
 func writableAsAsked(c *fiber.Ctx, method string) error {
 	if method != fiber.MethodPut && method != fiber.MethodPost {
 		return nil
 	}
 	if err := noGrants(c); err != nil {
 		return err
+	}
+	if c.Get("x-amz-tagging") != "" || strings.EqualFold(c.Get("x-amz-tagging-directive"), "REPLACE") {
+		return apiErr("NotImplemented", "regen does not store object tags (x-amz-tagging)")
+	}
+	if c.Get("x-amz-object-lock-mode") != "" || c.Get("x-amz-object-lock-retain-until-date") != "" || c.Get("x-amz-object-lock-legal-hold") != "" {
+		return apiErr("NotImplemented", "regen has no object lock (x-amz-object-lock-*)")
 	}
 	var asked string
 	c.Request().Header.VisitAll(func(k, _ []byte) {

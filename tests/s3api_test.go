@@ -392,11 +392,15 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 			t.Errorf("%s %s: %d %s; want 501 NotImplemented", r.method, r.path, code, body)
 		}
 	}
-	// Server-side encryption is refused, not silently skipped.
+	// Server-side encryption, tags and object lock are refused, not
+	// silently skipped.
 	for _, h := range []map[string]string{
 		{"x-amz-server-side-encryption": "AES256"},
 		{"x-amz-server-side-encryption": "aws:kms"},
 		{"x-amz-server-side-encryption-customer-algorithm": "AES256"},
+		{"x-amz-tagging": "a=b"},
+		{"x-amz-object-lock-mode": "GOVERNANCE", "x-amz-object-lock-retain-until-date": "2030-01-01T00:00:00Z"},
+		{"x-amz-object-lock-legal-hold": "ON"},
 	} {
 		if code, body := signedRequest(t, d, http.MethodPut, "/other/tagged", []byte("plain"), h); code != http.StatusNotImplemented {
 			t.Errorf("PUT with %v: %d %s; want 501 NotImplemented", h, code, body)
