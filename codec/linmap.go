@@ -88,7 +88,7 @@ func newLinmap(m [][]byte, cols int) (*linmap, error) {
 		}
 	}
 	var err error
-	if l.cols > 1 && 2*nnz > l.rows*l.cols {
+	if l.cols > 1 && denseEnough(nnz, l.rows, l.cols) {
 		err = l.fuse(m)
 	} else {
 		err = l.group()
@@ -98,6 +98,10 @@ func newLinmap(m [][]byte, cols int) (*linmap, error) {
 	}
 	return l, nil
 }
+
+// denseEnough is when a matrix takes the fused form: more than half of
+// its rows*cols entries nonzero.
+func denseEnough(nnz, rows, cols int) bool { return 2*nnz > rows*cols }
 
 // fuse builds the fused form of m: on CPUs with AVX-512 GFNI, blocks of
 // up to gfniMaxRows rows for our kernel; elsewhere library encoders on

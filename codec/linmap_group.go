@@ -88,7 +88,7 @@ func (l *linmap) addGroup(g rowGroup) (bool, error) {
 			nnz++
 		}
 	}
-	if 2*nnz <= len(g.rows)*len(g.cols) {
+	if !denseEnough(nnz, len(g.rows), len(g.cols)) {
 		return false, nil // newLinmap would group it again, forever
 	}
 	lm, err := newLinmap(sub, len(g.cols))

@@ -35,7 +35,9 @@ type Grantee struct {
 	DisplayName string `xml:"DisplayName,omitempty"`
 }
 
-func (g *Gateway) getACL(c *fiber.Ctx, req *request) error {
+// aclTarget checks that the bucket, and the key if the request names one,
+// exist: an ACL is read or set on something.
+func (g *Gateway) aclTarget(req *request) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
 	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
@@ -47,6 +49,13 @@ func (g *Gateway) getACL(c *fiber.Ctx, req *request) error {
 		} else if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (g *Gateway) getACL(c *fiber.Ctx, req *request) error {
+	if err := g.aclTarget(req); err != nil {
+		return err
 	}
 	owner := g.owner(req)
 	return sendXML(c, fiber.StatusOK, AccessControlPolicy{Owner: owner, Grants: []Grant{{
@@ -77,13 +86,7 @@ func noGrants(c *fiber.Ctx) error {
 	if acl := c.Get("x-amz-acl"); acl != "" && !slices.Contains(ownerOnlyACLs, acl) {
 		return apiErr("NotImplemented", fmt.Sprintf("regen has no ACLs: every access key has full control and nothing else can be granted; canned ACL %q is refused (%s are accepted)", acl, strings.Join(ownerOnlyACLs, ", ")))
 	}
-	var grant string
-	c.Request().Header.VisitAll(func(k, _ []byte) {
-		if h := strings.ToLower(string(k)); grant == "" && strings.HasPrefix(h, "x-amz-grant-") {
-			grant = h
-		}
-	})
-	if grant != "" {
+	if grant := headerWithPrefix(c, "x-amz-grant-"); grant != "" {
 		return apiErr("NotImplemented", "regen has no ACLs: every access key has full control and nothing else can be granted ("+grant+")")
 	}
 	return nil
@@ -108,17 +111,8 @@ func (g *Gateway) putACL(c *fiber.Ctx, req *request) error {
 			}
 		}
 	}
-	ctx, cancel := g.opContext()
-	defer cancel()
-	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
-		return bucketErr(err)
-	}
-	if req.key != "" {
-		if _, err := g.layer.readManifest(ctx, req.bucket, req.key); errors.Is(err, errNotFound) {
-			return apiErr("NoSuchKey", "The specified key does not exist.")
-		} else if err != nil {
-			return err
-		}
+	if err := g.aclTarget(req); err != nil {
+		return err
 	}
 	c.Status(fiber.StatusOK)
 	return nil

@@ -244,16 +244,13 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 }
 
 func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
+	if err := writableAsAsked(c, req.method); err != nil {
+		return err
+	}
 	if req.query.Has("uploads") || req.query.Has("uploadId") {
-		if err := writableAsAsked(c, req.method); err != nil {
-			return err
-		}
 		return g.routeMultipart(c, req, op)
 	}
 	if err := onlyParams(req.query, objectParams[req.method]...); err != nil {
-		return err
-	}
-	if err := writableAsAsked(c, req.method); err != nil {
 		return err
 	}
 	if v, ok := req.query["versionId"]; ok && (len(v) != 1 || v[0] != "null") {
@@ -308,16 +305,29 @@ func writableAsAsked(c *fiber.Ctx, method string) error {
 	if c.Get("x-amz-object-lock-mode") != "" || c.Get("x-amz-object-lock-retain-until-date") != "" || c.Get("x-amz-object-lock-legal-hold") != "" {
 		return apiErr("NotImplemented", "regen has no object lock (x-amz-object-lock-*)")
 	}
-	var asked string
-	c.Request().Header.VisitAll(func(k, _ []byte) {
-		if h := strings.ToLower(string(k)); asked == "" && (strings.HasPrefix(h, "x-amz-server-side-encryption") || strings.HasPrefix(h, "x-amz-copy-source-server-side-encryption")) {
-			asked = h
-		}
-	})
-	if asked != "" {
+	if asked := headerWithPrefix(c, "x-amz-server-side-encryption", "x-amz-copy-source-server-side-encryption"); asked != "" {
 		return apiErr("NotImplemented", "regen does not encrypt objects at rest; this request asks for server-side encryption ("+asked+")")
 	}
 	return nil
+}
+
+// headerWithPrefix returns the first request header (lower case) whose
+// name starts with one of prefixes (lower case), or "".
+func headerWithPrefix(c *fiber.Ctx, prefixes ...string) string {
+	var found string
+	c.Request().Header.VisitAll(func(k, _ []byte) {
+		if found != "" {
+			return
+		}
+		h := strings.ToLower(string(k))
+		for _, p := range prefixes {
+			if strings.HasPrefix(h, p) {
+				found = h
+				return
+			}
+		}
+	})
+	return found
 }
 
 // onlyParams returns NotImplemented if q has a parameter that is neither
