@@ -58,7 +58,7 @@ func (c *Clay) encode(cb [][]byte, sc int) error {
 		return nil
 	}
 	if hasGFNI && c.m <= gfniMaxRows {
-		return c.encodeGFNI(cb, sc)
+		return c.encodeGFNI(cb, sc, c.n*c.alpha*sc > streamBytes())
 	}
 	return c.encodeFused(cb, sc)
 }
