@@ -155,7 +155,7 @@ func TestClayEncodePathsAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, name := range []string{"clay-2-2", "clay-4-2", "clay-6-3", "clay-5-3", "clay-8-4", "clay-10-4", "clay-9-5", "clay-10-10", "clay-12-4"} {
 		c := mustParse(t, name).(*Clay)
-		// 4196: a run of clay-10-10 outgrows encodeTile, so
+		// 4196: a run of clay-10-10 outgrows streamTile, so
 		// the streamed path splits it into byte windows, the last one short.
 		for _, sc := range []int{1, 3, 64, 100, 1000, 4196} {
 			L := c.alpha * sc
