@@ -30,12 +30,13 @@ import (
 // Against a task per plane that resolves q times fewer pointers per stripe
 // (a sixth of the time of clay-8-4 at 1 KiB sub-chunks went there).
 //
-// A kernel that did a whole run at once, keeping its q*q parity U in
-// registers and uncoupling it there (parity written once), was ~10% faster
-// for q = 3 on an Intel Xeon with a 48 KiB 12-way L1, but up to 2x slower
-// on AMD Zen 4 (32 KiB 8-way L1) at sub-chunks of a multiple of 4 KiB: its
-// ~45 streams sit at one offset mod 4 KiB, so they fight over one L1 set.
-// It was removed; one plane at a time is never far from the best.
+// A kernel that did a run's q planes side by side, keeping their q*q
+// parity U in registers and uncoupling it there (parity written once), was
+// ~10% faster for q = 3 on an Intel Xeon with a 48 KiB 12-way L1, but up
+// to 2x slower on AMD Zen 4 (32 KiB 8-way L1) at sub-chunks of a multiple
+// of 4 KiB: its ~45 streams sit at one offset mod 4 KiB, so they fight
+// over one L1 set. It was removed; a task walks its planes one after the
+// other, and that is never far from the best.
 
 // clayProgram is the encode of one code as kernel tasks, a task per run
 // (its first plane's refs); the run's parity is uncoupled in place
