@@ -75,6 +75,35 @@ func ChunkSize(c Code, want int64) int64 {
 	return max(1, (want+m-1)/m) * m
 }
 
+// shardStagger is where consecutive shards of a stripe buffer start
+// relative to each other, mod 4 KiB: 7 cache lines, odd, so that up to 64
+// shards all start in different L1 sets.
+const shardStagger = 7 * chunkAlign
+
+// StripeStride is the distance between the starts of consecutive shards
+// of chunk bytes in one stripe buffer: chunk rounded up to 448 bytes past
+// a multiple of 4 KiB. The kernels read every shard at the same offset at
+// once; shards a multiple of 4 KiB apart would all sit in one set of an
+// 8-way L1 cache, where they evict each other and every prefetch.
+// Measured on AMD Zen 4 with stripes streamed from DRAM: Clay encode 15-30%
+// faster with staggered shards than with page-aligned ones; RS unchanged.
+func StripeStride(chunk int64) int64 {
+	return chunk + ((shardStagger-chunk)%4096+4096)%4096
+}
+
+// NewStripe returns n shard buffers of chunk bytes carved from one
+// allocation, StripeStride(chunk) apart.
+func NewStripe(n int, chunk int64) [][]byte {
+	stride := StripeStride(chunk)
+	slab := make([]byte, int64(n)*stride)
+	shards := make([][]byte, n)
+	for i := range shards {
+		off := int64(i) * stride
+		shards[i] = slab[off : off+chunk : off+chunk]
+	}
+	return shards
+}
+
 // Family is a code family name as it appears in a code name.
 type Family string
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand"
 	"testing"
+	"unsafe"
 )
 
 func TestParse(t *testing.T) {
@@ -178,5 +179,44 @@ func TestChunkSize(t *testing.T) {
 	}
 	if got := ChunkSize(mustParse(t, "clay-10-10"), 1<<20); got != 1049600 {
 		t.Errorf("clay-10-10 at 1 MiB: %d, want 1049600 (sub-chunks of 10496 bytes)", got)
+	}
+}
+
+// Shards of a stripe buffer must not overlap, must keep their chunk
+// length and capacity, must stay 64-byte aligned relative to each other,
+// and must start in different 64-byte lines mod 4 KiB (for up to 64).
+func TestNewStripe(t *testing.T) {
+	for _, chunk := range []int64{0, 1, 64, 448, 4096, 4096 + 64, 1 << 20, 1049600, 1048896} {
+		stride := StripeStride(chunk)
+		if stride < chunk || stride%64 != shardStagger%64 || stride%4096 != shardStagger {
+			t.Fatalf("StripeStride(%d) = %d: want >= chunk and 448 mod 4096", chunk, stride)
+		}
+		sh := NewStripe(20, chunk)
+		lines := map[int64]bool{}
+		for i, s := range sh {
+			if int64(len(s)) != chunk || int64(cap(s)) != chunk {
+				t.Fatalf("chunk %d: shard %d has len %d cap %d", chunk, i, len(s), cap(s))
+			}
+			for j := range s {
+				s[j] = byte(i + 1)
+			}
+			if chunk > 0 {
+				off := int64(uintptr(unsafe.Pointer(&s[0])) - uintptr(unsafe.Pointer(&sh[0][0])))
+				if off != int64(i)*stride {
+					t.Fatalf("chunk %d: shard %d at %d, want %d", chunk, i, off, int64(i)*stride)
+				}
+				lines[off%4096/64] = true
+			}
+		}
+		for i, s := range sh {
+			for j, b := range s {
+				if b != byte(i+1) {
+					t.Fatalf("chunk %d: shard %d byte %d overwritten by shard %d", chunk, i, j, b-1)
+				}
+			}
+		}
+		if chunk > 0 && len(lines) != len(sh) {
+			t.Errorf("chunk %d: 20 shards start in only %d distinct lines mod 4 KiB", chunk, len(lines))
+		}
 	}
 }

@@ -10,9 +10,10 @@ import (
 func stripe(t testing.TB, c Code, chunk int, seed int64) [][]byte {
 	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
-	sh := make([][]byte, c.TotalShards())
+	// Laid out as the gateway lays out a stripe (NewStripe): benchmarks
+	// measure the buffers production encodes.
+	sh := NewStripe(c.TotalShards(), int64(chunk))
 	for i := range sh {
-		sh[i] = make([]byte, chunk)
 		if i < c.DataShards() {
 			rng.Read(sh[i])
 		}

@@ -3,6 +3,7 @@ package stripe
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -10,6 +11,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/regen-s3/regen/codec"
@@ -90,14 +92,25 @@ func targets(n int) []Target {
 	return out
 }
 
+// Objects of every shape of last stripe (none, one byte, one short of
+// full, a few bytes in the first shard only, spread over some shards) go
+// through Write and come back from Read whole, healthy and degraded. The
+// body arrives a few bytes per Read, as from a network, so filling the
+// stripe's separate shard regions is exercised too.
 func TestWriteReadRoundTrip(t *testing.T) {
-	code, err := codec.Parse("rs-6-3")
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"rs-6-3", "clay-6-3"} {
+		code, err := codec.Parse(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(name, func(t *testing.T) { roundTrip(t, code) })
 	}
-	const chunk = 4096
-	full := int64(6 * chunk)
-	sizes := []int64{0, 1, full - 1, full, full + 1, 3*full + 17}
+}
+
+func roundTrip(t *testing.T, code codec.Code) {
+	chunk := codec.ChunkSize(code, 4096)
+	full := 6 * chunk
+	sizes := []int64{0, 1, 100, full - 1, full, full + 1, full/2 + 5, 2*full + full*5/7, 3*full + 17}
 	for _, size := range sizes {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			data := make([]byte, size)
@@ -106,12 +119,15 @@ func TestWriteReadRoundTrip(t *testing.T) {
 			}
 			mem := newMem()
 			tg := targets(9)
-			res, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: size}, bytes.NewReader(data))
+			res, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: size}, iotest.HalfReader(bytes.NewReader(data)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.Size != size {
 				t.Fatalf("size %d, want %d", res.Size, size)
+			}
+			if res.MD5 != md5.Sum(data) {
+				t.Fatalf("MD5 %x, want %x", res.MD5, md5.Sum(data))
 			}
 			geo := Geometry(code, chunk)
 			for i := range 9 {
@@ -307,5 +323,46 @@ func TestReadNoHedgeWhenHealthy(t *testing.T) {
 	}
 	if mem.gets != 6*4 {
 		t.Errorf("%d shard GETs, want %d (no hedges)", mem.gets, 6*4)
+	}
+}
+
+// shrink must turn an object read into full-size regions in turn into
+// shards of the last stripe's smaller chunk, zero-padded, for any shape.
+func TestShrink(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		k := 1 + rng.IntN(20)
+		full := int64(1 + rng.IntN(300))
+		got := rng.Int64N(int64(k)*full + 1)
+		mult := 1 + rng.Int64N(full)
+		chunk := ((got+int64(k)-1)/int64(k) + mult - 1) / mult * mult
+		if chunk > full {
+			continue // Write's ChunkSize is a multiple of the shard multiple
+		}
+		obj := make([]byte, got)
+		for i := range obj {
+			obj[i] = byte(rng.IntN(255) + 1)
+		}
+		regions := codec.NewStripe(k, full)
+		for _, r := range regions {
+			for j := range r {
+				r[j] = 0xEE // what the previous stripe left
+			}
+		}
+		for x := int64(0); x < got; x++ {
+			regions[x/full][x%full] = obj[x]
+		}
+		shrink(regions, got, chunk)
+		for i, r := range regions {
+			for j := int64(0); j < chunk; j++ {
+				x, want := int64(i)*chunk+j, byte(0)
+				if x < got {
+					want = obj[x]
+				}
+				if r[j] != want {
+					t.Fatalf("k=%d full=%d got=%d chunk=%d: shard %d byte %d is %#x, want %#x", k, full, got, chunk, i, j, r[j], want)
+				}
+			}
+		}
 	}
 }

@@ -73,12 +73,72 @@ func (p *WriteParams) validate() error {
 // stripeBuf is one encoded stripe in flight; it goes back to the pool when
 // the hash and every shard sender are done with it.
 type stripeBuf struct {
-	data   []byte   // k*ChunkSize data bytes
-	parity []byte   // m*ChunkSize parity bytes
-	shards [][]byte // n views into data and parity, chunk bytes each
+	// full is the n shard regions of ChunkSize bytes, data then parity,
+	// carved by codec.NewStripe so that they start in different cache
+	// sets (codec.StripeStride apart) and the kernels' streams don't
+	// evict each other. They are not contiguous: the body is read into
+	// the data regions in turn.
+	full   [][]byte
+	shards [][]byte // n views, chunk bytes each, at the starts of full
 	n      int      // data bytes in this stripe
 	refs   atomic.Int32
 	pool   chan *stripeBuf
+}
+
+// fill reads r into the data regions in turn, as io.ReadFull would into
+// one buffer of all of them.
+func (b *stripeBuf) fill(r io.Reader, k int) (int, error) {
+	got := 0
+	for _, region := range b.full[:k] {
+		n, err := io.ReadFull(r, region)
+		got += n
+		if err != nil {
+			if errors.Is(err, io.EOF) && got > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return got, err
+		}
+	}
+	return got, nil
+}
+
+// hash writes the stripe's data bytes, in object order, to h.
+func (b *stripeBuf) hash(h hash.Hash) {
+	left := b.n
+	for _, s := range b.shards {
+		if left == 0 {
+			break
+		}
+		take := min(len(s), left)
+		h.Write(s[:take])
+		left -= take
+	}
+}
+
+// shrink lays the first got bytes of an object, read into the regions in
+// turn (len(regions[0]) bytes each), out as shards of chunk <= that bytes
+// at the regions' starts, and zeroes each shard past got. Byte x moves from
+// region x/full to region x/chunk, never an earlier one, and inside one
+// region from offset x - i*full to x - i*chunk, never an earlier one; so
+// when bytes move from the last back, every write lands past the places
+// of the bytes still to move.
+func shrink(regions [][]byte, got, chunk int64) {
+	full := int64(len(regions[0]))
+	if chunk < full {
+		for i := int64(len(regions)) - 1; i >= 0; i-- {
+			lo, x := i*chunk, min((i+1)*chunk, got)
+			for x > lo { // [start, x) lies in one source region
+				src := (x - 1) / full
+				start := max(lo, src*full)
+				copy(regions[i][start-lo:x-lo], regions[src][start-src*full:x-src*full])
+				x = start
+			}
+		}
+	}
+	for i, r := range regions {
+		lo := int64(i) * chunk
+		clear(r[min(max(got-lo, 0), chunk):chunk])
+	}
 }
 
 func (b *stripeBuf) release() {
@@ -100,7 +160,7 @@ func Write(ctx context.Context, shards Shards, p WriteParams, r io.Reader) (*Wri
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	n, k := p.Code.TotalShards(), p.Code.DataShards()
+	n := p.Code.TotalShards()
 	w := &writer{p: p, shards: shards, cancel: cancel}
 	w.senders = make([]*sender, n)
 	for i := range n {
@@ -109,8 +169,7 @@ func Write(ctx context.Context, shards Shards, p WriteParams, r io.Reader) (*Wri
 	pool := make(chan *stripeBuf, p.Depth)
 	for range p.Depth {
 		b := &stripeBuf{
-			data:   make([]byte, int64(k)*p.ChunkSize),
-			parity: make([]byte, int64(n-k)*p.ChunkSize),
+			full:   codec.NewStripe(n, p.ChunkSize),
 			shards: make([][]byte, n),
 			pool:   pool,
 		}
@@ -122,7 +181,7 @@ func Write(ctx context.Context, shards Shards, p WriteParams, r io.Reader) (*Wri
 	go func() {
 		defer close(hashDone)
 		for b := range hashed {
-			md.Write(b.data[:b.n])
+			b.hash(md)
 			b.release()
 		}
 	}()
@@ -181,7 +240,7 @@ func (w *writer) produce(ctx context.Context, r io.Reader, pool chan *stripeBuf,
 		case <-ctx.Done():
 			return total, context.Cause(ctx)
 		}
-		got, err := io.ReadFull(r, b.data)
+		got, err := b.fill(r, k)
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 			err = nil
@@ -194,7 +253,7 @@ func (w *writer) produce(ctx context.Context, r io.Reader, pool chan *stripeBuf,
 			pool <- b
 			return total, fmt.Errorf("%w: more than %d bytes", ErrSize, p.Size)
 		}
-		last := got < len(b.data)
+		last := int64(got) < int64(k)*p.ChunkSize
 		if got == 0 && !first {
 			pool <- b
 			break
@@ -203,13 +262,10 @@ func (w *writer) produce(ctx context.Context, r io.Reader, pool chan *stripeBuf,
 		if last {
 			per := (int64(got) + int64(k) - 1) / int64(k)
 			chunk = (per + mult - 1) / mult * mult
-			clear(b.data[got : int64(k)*chunk])
+			shrink(b.full[:k], int64(got), chunk)
 		}
-		for i := range k {
-			b.shards[i] = b.data[int64(i)*chunk : int64(i+1)*chunk]
-		}
-		for i := k; i < n; i++ {
-			b.shards[i] = b.parity[int64(i-k)*chunk : int64(i-k+1)*chunk]
+		for i := range n {
+			b.shards[i] = b.full[i][:chunk]
 		}
 		if chunk > 0 {
 			if err := p.Code.Encode(b.shards); err != nil {
