@@ -75,8 +75,9 @@ const (
 // task t is the pointer pair ptrs[t*(2*cols+rows)+2j:][:2] = [A, B] and
 // kinds[t*cols+j] selects A (0), A+B (1) or A+lo*B (2), lo a gfniMatrix;
 // the rows output pointers follow the 2*cols inputs. blocks is the step
-// width, stepNarrow or stepWide.
-func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte, lo uint64, blocks int) {
+// width, stepNarrow or stepWide. fix, when not nil, uncouples parity
+// pairs as the outputs are stored (see pairFix).
+func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte, lo uint64, blocks int, fix *pairFix) {
 	if from >= to || len(kinds) == 0 {
 		return
 	}
@@ -84,16 +85,28 @@ func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte
 	if len(ptrs) != t*(2*b.cols+b.rows) {
 		panic(fmt.Sprintf("codec: coupled gfni batch of %d tasks has %d pointers", t, len(ptrs)))
 	}
-	gfniClayRows(b.rows, &b.bits[0], b.cols, from, to, &ptrs[0], &kinds[0], t, lo, blocks)
+	var fp *unsafe.Pointer
+	var off int
+	var d uint64
+	if fix != nil {
+		if len(fix.ptrs) != t*b.rows {
+			panic(fmt.Sprintf("codec: coupled gfni batch of %d tasks has %d fix pointers", t, len(fix.ptrs)))
+		}
+		fp, off, d = &fix.ptrs[0], fix.off, fix.d
+	}
+	gfniClayRows(b.rows, &b.bits[0], b.cols, from, to, &ptrs[0], &kinds[0], t, lo, blocks, fp, off, d)
 }
 
-// pairCRun is the parity uncoupling of Clay, one multiply per position (m
-// a gfniMatrix): it computes o1 = m*(a+b), then o0 = a+o1, per task
-// [a, b, o0, o1].
-func pairCRun(m uint64, n int, ptrs []unsafe.Pointer) {
-	if n > 0 && len(ptrs) > 0 {
-		gfniPairC(m, n, &ptrs[0], tasks(len(ptrs), 4))
-	}
+// pairFix has runCoupled finish Clay's parity pairs as it stores them.
+// ptrs holds rows pointers per task: nil stores output i as computed; a
+// pointer p makes output i the lo half U_lo of a pair whose hi half U_hi
+// was stored earlier at p - off + position. The kernel then stores
+// C_lo = d*(U_hi+U_lo) as the output and C_hi = U_hi+C_lo over U_hi, so a
+// lo half is written once, as C, and no separate pass reads the parity.
+type pairFix struct {
+	ptrs []unsafe.Pointer
+	off  int
+	d    uint64 // gfniMatrix(pftD)
 }
 
 func tasks(ptrs, stride int) int {

@@ -9,11 +9,11 @@
 // n-byte slices, 64 bytes at a time; the tail of a task (n mod 64) runs the
 // same code under a byte mask, so nothing outside the slices is touched.
 // A task's outputs are stored only after all its inputs of that block are
-// loaded, so outputs may alias inputs (the in-place pair transforms).
+// loaded, so outputs may alias inputs.
 //
 //   - gfniClay<R>: a matrix of R rows times any number of inputs, each
-//     formed from a coupled pair of Clay sub-chunks as it is loaded.
-//   - gfniPairC: the parity uncoupling of Clay, in place.
+//     formed from a coupled pair of Clay sub-chunks as it is loaded; with
+//     a fix table it also uncouples Clay's parity pairs as it stores.
 //   - gfniSparse: sparse matrix rows, each its own coefficients and inputs
 //     (repair and decode matrices), a window [from, to) of the slices.
 //
@@ -49,7 +49,6 @@ func main() {
 	for r := 1; r <= maxRows; r++ {
 		clayKernel(&s, r)
 	}
-	pairKernel(&s)
 	sparseKernel(&s)
 	write("gfni_amd64.s", s.b.Bytes())
 	write("gfni_decl_amd64.go", decls())
@@ -77,13 +76,8 @@ func decls() []byte {
 	for r := 1; r <= maxRows; r++ {
 		s.p("")
 		s.p("//go:noescape")
-		s.p("func gfniClay%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)", r)
+		s.p("func gfniClay%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)", r)
 	}
-	s.p("")
-	s.p("// gfniPairC computes, per task [a, b, o0, o1], o1 = M*(a+b), o0 = a+o1.")
-	s.p("//")
-	s.p("//go:noescape")
-	s.p("func gfniPairC(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)")
 	s.p("")
 	s.p("// gfniSparse computes bytes [from, to) of out = sum of m_j*in_j per task.")
 	s.p("//")
@@ -91,11 +85,11 @@ func decls() []byte {
 	s.p("func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)")
 	s.p("")
 	s.p("// gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).")
-	s.p("func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int) {")
+	s.p("func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64) {")
 	s.p("\tswitch rows {")
 	for r := 1; r <= maxRows; r++ {
 		s.p("\tcase %d:", r)
-		s.p("\t\tgfniClay%d(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks)", r)
+		s.p("\t\tgfniClay%d(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)", r)
 	}
 	s.p("\tdefault:")
 	s.p("\t\tpanic(\"codec: gfni kernel for too many rows\")")
@@ -134,44 +128,6 @@ func fullMoves(disp int) (string, string) {
 	return fmt.Sprintf("\tVMOVDQU64 %d(%%[1]s)(R8*1), %%[2]s", disp), fmt.Sprintf("\tVMOVDQU64 %%[2]s, %d(%%[1]s)(R8*1)", disp)
 }
 
-// pairKernel is the parity uncoupling of Clay, in place: per task
-// [a, b, o0, o1], o1 = M*(a+b) and o0 = a+o1, with M broadcast into Z31.
-// CX n, DX task pointers, SI tasks left, R10..R13 the task's pointers.
-func pairKernel(s *emitter) {
-	const name = "gfniPairC"
-	regs := []string{"R10", "R11", "R12", "R13"}
-	s.p("")
-	s.p("// func %s(mat uint64, n int, ptrs *unsafe.Pointer, tasks int)", name)
-	s.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
-	s.p("\tVPBROADCASTQ mat+0(FP), Z31")
-	s.p("\tMOVQ n+8(FP), CX")
-	s.p("\tMOVQ ptrs+16(FP), DX")
-	s.p("\tMOVQ tasks+24(FP), SI")
-	s.p("%s_task:", name)
-	s.p("\tTESTQ SI, SI")
-	s.p("\tJZ %s_done", name)
-	for i, r := range regs {
-		s.p("\tMOVQ %d(DX), %s", 8*i, r)
-	}
-	s.p("\tXORQ R8, R8")
-	blockLoop(s, name, func(_ string, moves func(int) (string, string)) {
-		load, store := moves(0)
-		s.p(load, regs[0], "Z0")
-		s.p(load, regs[1], "Z1")
-		s.p("\tVPXORQ Z1, Z0, Z2")
-		s.p("\tVGF2P8AFFINEQB $0x00, Z31, Z2, Z3")
-		s.p("\tVPXORQ Z3, Z0, Z2")
-		s.p(store, regs[2], "Z2")
-		s.p(store, regs[3], "Z3")
-	})
-	s.p("\tADDQ $32, DX")
-	s.p("\tDECQ SI")
-	s.p("\tJMP %s_task", name)
-	s.p("%s_done:", name)
-	s.p("\tVZEROUPPER")
-	s.p("\tRET")
-}
-
 // clayKernel computes, per task, rows outputs = matrix x cols inputs, where
 // each input is formed in registers from a coupled pair as it is loaded:
 // column j of a task is two pointers [A, B] and kinds[j] says what the
@@ -185,7 +141,7 @@ func clayKernel(s *emitter, r int) {
 		func(tag string, g clayRegs, moves mover) {
 			s.p("\tMOVQ DX, R11")
 			clayColumns(s, tag, g, moves)
-			clayStores(s, g, moves)
+			clayStores(s, tag, g, moves)
 		})
 }
 
@@ -212,14 +168,15 @@ type mover = func(disp int) (string, string)
 func coupledKernel(s *emitter, name string, g clayRegs, body func(tag string, g clayRegs, moves mover)) {
 	tag := name[len("gfni"):]
 	s.p("")
-	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int)", name)
-	s.p("TEXT ·%s(SB), NOSPLIT, $0-72", name)
+	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)", name)
+	s.p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
 	s.p("\tMOVQ mat+0(FP), AX")
 	s.p("\tMOVQ cols+8(FP), BX")
 	s.p("\tMOVQ to+24(FP), CX")
 	s.p("\tMOVQ ptrs+32(FP), DX")
 	s.p("\tMOVQ kinds+40(FP), DI")
 	s.p("\tMOVQ tasks+48(FP), SI")
+	s.p("\tMOVQ fix+72(FP), R15")
 	s.p("\tVPBROADCASTQ lo+56(FP), %s", g.lo())
 	s.p("\tTESTQ BX, BX")
 	s.p("\tJZ %s_done", tag)
@@ -252,6 +209,10 @@ func coupledKernel(s *emitter, name string, g clayRegs, body func(tag string, g 
 	s.p("\tLEAQ (DX)(BX*8), DX")
 	s.p("\tADDQ BX, DI")
 	s.p("\tADDQ $%d, DX", 8*g.r)
+	s.p("\tTESTQ R15, R15")
+	s.p("\tJZ %s_nofix", tag)
+	s.p("\tADDQ $%d, R15", 8*g.r)
+	s.p("%s_nofix:", tag)
 	s.p("\tDECQ SI")
 	s.p("\tJMP %s_task", tag)
 	s.p("%s_done:", tag)
@@ -397,14 +358,44 @@ func clayColumns(s *emitter, tag string, g clayRegs, moves mover) {
 }
 
 // clayStores stores the accumulators through the output pointers at R11.
-func clayStores(s *emitter, g clayRegs, moves mover) {
-	for i := 0; i < g.r; i++ {
+// With a fix table (R15, rows pointers per task), an output whose fix
+// pointer is set is the lo half of a parity pair whose hi half, U_hi, was
+// stored earlier at that pointer minus fixOff, plus R8: the pair is
+// uncoupled here, C_lo = d*(U_hi+U_lo) stored as the output and C_hi =
+// U_hi+C_lo over U_hi, so the lo half is written once, as C.
+func clayStores(s *emitter, tag string, g clayRegs, moves mover) {
+	plain := func(i int) {
 		s.p("\tMOVQ %d(R11), R13", 8*i)
 		for blk := 0; blk < g.b; blk++ {
 			_, store := moves(64 * blk)
 			s.p(store, "R13", g.acc(blk, i))
 		}
 	}
+	s.p("\tTESTQ R15, R15")
+	s.p("\tJZ %s_plain", tag)
+	for i := 0; i < g.r; i++ {
+		s.p("\tMOVQ %d(R15), R13", 8*i)
+		s.p("\tTESTQ R13, R13")
+		s.p("\tJZ %s_o%d", tag, i)
+		s.p("\tSUBQ fixOff+80(FP), R13")
+		for blk := 0; blk < g.b; blk++ {
+			load, store := moves(64 * blk)
+			acc := g.acc(blk, i)
+			s.p(load, "R13", g.tmp())
+			s.p("\tVPXORQ %s, %s, %s", g.tmp(), acc, g.product(0))
+			s.p("\tVGF2P8AFFINEQB.BCST $0x00, d+88(FP), %s, %s", g.product(0), acc)
+			s.p("\tVPXORQ %s, %s, %s", acc, g.tmp(), g.tmp())
+			s.p(store, "R13", g.tmp())
+		}
+		s.p("%s_o%d:", tag, i)
+		plain(i)
+	}
+	s.p("\tJMP %s_stored", tag)
+	s.p("%s_plain:", tag)
+	for i := 0; i < g.r; i++ {
+		plain(i)
+	}
+	s.p("%s_stored:", tag)
 }
 
 // sparseKernel computes, per task, out = sum over its terms of m_j * in_j

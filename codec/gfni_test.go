@@ -93,24 +93,29 @@ func coupledInput(rng *rand.Rand, n int, lo byte) (ptrs [2]unsafe.Pointer, kind 
 
 // runCoupled must agree with the field for every row count (each has its
 // own kernel, with 4, 2 or 1 blocks per step), both step widths, any
-// kinds, and lengths that exercise the multi-block, single-block and
-// masked-tail loops.
+// kinds, lengths that exercise the multi-block, single-block and
+// masked-tail loops, and with and without a pairFix (then a random half of
+// the outputs are lo halves, each uncoupled against its own hi buffer).
 func TestGFNICoupledMatchesReference(t *testing.T) {
 	if !hasGFNI {
 		t.Skip("no AVX-512 GFNI on this CPU: the library path is used instead")
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	const lo = 0x8f
+	const lo, d = 0x8f, 0x35
 	for rows := 1; rows <= gfniMaxRows; rows++ {
 		for _, cols := range []int{1, 2, 5, 12} {
 			for i, n := range []int{1, 63, 64, 65, 200, 1000, 1000} {
 				blocks := []int{stepWide, stepNarrow}[i%2]
+				withFix := (i+rows)%3 != 0
 				m, b := randomBatch(t, rng, rows, cols)
 				const tasks = 3
-				var ptrs []unsafe.Pointer
+				var ptrs, fixes []unsafe.Pointer
 				var kinds []byte
 				ins := make([][][]byte, tasks)
 				outs := make([][][]byte, tasks)
+				his := make([][][]byte, tasks) // per output: its hi buffer, or nil
+				hiWas := make([][][]byte, tasks)
+				const off = 64 // a fix pointer is its hi buffer + off
 				for tk := range tasks {
 					for j := 0; j < cols; j++ {
 						pair, kind, in := coupledInput(rng, n, lo)
@@ -122,14 +127,38 @@ func TestGFNICoupledMatchesReference(t *testing.T) {
 						out := bytes.Repeat([]byte{0xa5}, n+64)
 						outs[tk] = append(outs[tk], out)
 						ptrs = append(ptrs, unsafe.Pointer(&out[0]))
+						var hi []byte
+						var fp unsafe.Pointer
+						if withFix && rng.IntN(2) == 0 {
+							hi = guarded(rng, n+off)
+							fp = unsafe.Pointer(&hi[off])
+						}
+						his[tk] = append(his[tk], hi)
+						hiWas[tk] = append(hiWas[tk], bytes.Clone(hi))
+						fixes = append(fixes, fp)
 					}
 				}
-				b.runCoupled(0, n, ptrs, kinds, gfniMatrix(lo), blocks)
+				var fix *pairFix
+				if withFix {
+					fix = &pairFix{ptrs: fixes, off: off, d: gfniMatrix(d)}
+				}
+				b.runCoupled(0, n, ptrs, kinds, gfniMatrix(lo), blocks, fix)
 				for tk := range tasks {
 					want := refMul(m, ins[tk], n)
 					for i := range want {
+						wantHi := hiWas[tk][i]
+						if wantHi != nil { // U_lo = want[i], U_hi = the hi buffer's first n bytes
+							wantHi = bytes.Clone(wantHi)
+							for p := range n {
+								cLo := gfMul(d, wantHi[p]^want[i][p])
+								want[i][p], wantHi[p] = cLo, wantHi[p]^cLo
+							}
+						}
 						if !bytes.Equal(outs[tk][i][:n], want[i]) {
-							t.Fatalf("%dx%d n=%d blocks=%d task %d row %d differs", rows, cols, n, blocks, tk, i)
+							t.Fatalf("%dx%d n=%d blocks=%d fix=%v task %d row %d differs", rows, cols, n, blocks, wantHi != nil, tk, i)
+						}
+						if !bytes.Equal(his[tk][i], wantHi) {
+							t.Fatalf("%dx%d n=%d blocks=%d task %d row %d: hi half differs (or was written past n)", rows, cols, n, blocks, tk, i)
 						}
 						for p := n; p < n+64; p++ {
 							if outs[tk][i][p] != 0xa5 {
@@ -186,34 +215,6 @@ func TestClayEncodePathsAgree(t *testing.T) {
 						t.Fatalf("%s sc=%d streamed=%v: shard %d differs between the library and gfni paths", name, sc, streamed, i)
 					}
 				}
-			}
-		}
-	}
-}
-
-// TestGFNIPairCMatchesReference checks the parity uncoupling against the
-// field, in place as Clay runs it.
-func TestGFNIPairCMatchesReference(t *testing.T) {
-	if !hasGFNI {
-		t.Skip("no AVX-512 GFNI on this CPU: the library path is used instead")
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	rnd := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.IntN(256))
-		}
-		return b
-	}
-	for _, n := range []int{1, 64, 77, 300} {
-		a, b := rnd(n), rnd(n)
-		p := func(s []byte) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
-		hi, lo := bytes.Clone(a), bytes.Clone(b)
-		pairCRun(gfniMatrix(pftD), n, []unsafe.Pointer{p(hi), p(lo), p(hi), p(lo)})
-		for i := range hi {
-			wantLo := gfMul(pftD, a[i]^b[i])
-			if lo[i] != wantLo || hi[i] != a[i]^wantLo {
-				t.Fatalf("pairC n=%d byte %d", n, i)
 			}
 		}
 	}

@@ -311,7 +311,7 @@ func (l *linmap) applyDense(in, out [][]byte, size int) {
 		end, task := min(off+l.seg, size), ptrs
 		for _, b := range l.dense {
 			n := 2*l.cols + b.r1 - b.r0
-			b.b.runCoupled(off, end, task[:n], b.kinds, 0, stepWide)
+			b.b.runCoupled(off, end, task[:n], b.kinds, 0, stepWide, nil)
 			task = task[n:]
 		}
 	}
