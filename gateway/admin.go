@@ -74,9 +74,13 @@ type StripeStatus struct {
 	Draining     int64 `json:"draining"`
 	DrainWaiting int64 `json:"drain_waiting"`
 	// DownSeen lists the down or suspect shard servers (by node ID) that
-	// every reporting repair worker has counted in a scan: a server down
-	// but not listed has not been looked at yet.
+	// every reporting repair worker has counted in a scan, or never heard
+	// of: a server down but not listed has not been looked at yet.
 	DownSeen []string `json:"down_seen,omitempty"`
+	// upSeen: one worker's servers taken for live, for the sum's DownSeen;
+	// unscanned: that worker has not finished a scan yet.
+	upSeen    []string
+	unscanned bool
 }
 
 // RepairStatus is the repair worker's progress over the cluster.
@@ -158,6 +162,8 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 	stripes, repair := StripeStatus{}, RepairStatus{Methods: map[string]int64{}}
 	answered := 0
 	seen := map[string][]string{} // reporting server -> down servers it counted
+	up := map[string][]string{}   // reporting server -> servers it took for live
+	unscanned := false            // some worker has not counted anything yet
 	for _, m := range members {
 		if m.Role != cluster.RoleShard || !m.Alive() {
 			continue
@@ -181,7 +187,8 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 			if s.GraceLeftSeconds > 0 && (stripes.GraceLeftSeconds == 0 || s.GraceLeftSeconds < stripes.GraceLeftSeconds) {
 				stripes.GraceLeftSeconds = s.GraceLeftSeconds
 			}
-			seen[m.ID] = s.DownSeen
+			seen[m.ID], up[m.ID] = s.DownSeen, s.upSeen
+			unscanned = unscanned || s.unscanned
 			repair.Queued += r.Queued
 			repair.Running += r.Running
 			repair.Done += r.Done
@@ -200,7 +207,9 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 	}
 	eg.Wait()
 	if answered > 0 {
-		stripes.DownSeen = seenByAll(seen)
+		if !unscanned {
+			stripes.DownSeen = seenByAll(seen, up)
+		}
 		if p, e, ok := clusterBatch(repair.spans); ok {
 			repair.PredictedSeconds, repair.ElapsedSeconds = p, e
 		}

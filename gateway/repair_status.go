@@ -39,8 +39,9 @@ func (s shardRepairSource) RepairStatus(ctx context.Context, addr string) (Strip
 	stripes := StripeStatus{
 		Total: st.Stripes.Total, Healthy: st.Stripes.Total - st.Stripes.Degraded, Degraded: st.Stripes.Degraded,
 		LostShards: st.Stripes.LostShards, Waiting: st.Stripes.Waiting,
-		Pending: st.Stripes.Pending, GraceLeftSeconds: st.Stripes.GraceLeft, DownSeen: st.Stripes.DownSeen,
-		Draining: st.Stripes.Draining, DrainWaiting: st.Stripes.DrainWaiting,
+		Pending: st.Stripes.Pending, GraceLeftSeconds: st.Stripes.GraceLeft, DownSeen: st.Stripes.DownSeen, upSeen: st.Stripes.UpSeen,
+		unscanned: st.Stripes.Scanned == "",
+		Draining:  st.Stripes.Draining, DrainWaiting: st.Stripes.DrainWaiting,
 	}
 	r := RepairStatus{
 		Queued: st.Repair.Queued, Running: st.Repair.Running, Done: st.Repair.Done, Failed: st.Repair.Failed,
@@ -104,20 +105,25 @@ func clusterBatch(spans []batchSpan) (predicted, elapsed float64, ok bool) {
 	return predEnd.Sub(first).Seconds(), end.Sub(first).Seconds(), true
 }
 
-// seenByAll returns the down servers every reporting worker counted at
-// its last scan, sorted. A server only some have counted is left out:
-// the others may still find stripes of theirs on it.
-func seenByAll(seen map[string][]string) []string {
-	count := map[string]int{}
-	for _, ids := range seen {
+// seenByAll returns the down servers that every reporting worker counted
+// at its last scan or never heard of, sorted. A server some worker still
+// takes for live is left out: that worker may yet find stripes of theirs
+// on it. One a worker never heard of (it joined after the server died)
+// has nothing of it to count: a manifest naming it would have made the
+// worker count it.
+func seenByAll(seen, up map[string][]string) []string {
+	live := map[string]bool{}
+	for _, ids := range up {
 		for _, id := range ids {
-			count[id]++
+			live[id] = true
 		}
 	}
 	var out []string
-	for id, c := range count {
-		if c == len(seen) {
-			out = append(out, id)
+	for _, ids := range seen {
+		for _, id := range ids {
+			if !live[id] && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
 		}
 	}
 	slices.Sort(out)

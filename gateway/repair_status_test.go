@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -31,5 +32,27 @@ func TestClusterBatch(t *testing.T) {
 	}
 	if _, _, ok := clusterBatch(nil); ok {
 		t.Fatal("no spans: ok")
+	}
+}
+
+// A down server counts as seen once no worker takes it for live: workers
+// that counted it, and a worker that joined after it died and never heard
+// of it, both let it through; one still taking it for live holds it back.
+func TestSeenByAll(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		seen, up map[string][]string
+		want     []string
+	}{
+		{"all counted", map[string][]string{"a": {"x"}, "b": {"x"}}, map[string][]string{"a": {"b"}, "b": {"a"}}, []string{"x"}},
+		{"one still takes it for live", map[string][]string{"a": {"x"}, "b": nil}, map[string][]string{"a": {"b"}, "b": {"a", "x"}}, nil},
+		{"a newcomer never heard of it", map[string][]string{"a": {"x", "y"}, "new": nil}, map[string][]string{"a": {"new"}, "new": {"a"}}, []string{"x", "y"}},
+		{"nothing down", map[string][]string{"a": nil}, map[string][]string{"a": {"b"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := seenByAll(tc.seen, tc.up); !slices.Equal(got, tc.want) {
+				t.Fatalf("seenByAll = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -136,9 +136,9 @@ func (e *Executor) prepare(t Task) (*execPlan, error) {
 	if len(t.Placement) != n {
 		return nil, fmt.Errorf("placement has %d servers, %s needs %d", len(t.Placement), t.Code, n)
 	}
-	if len(t.Lost) > n-k && t.Method != Copy {
+	if lost := len(t.Lost) + len(t.Unavailable); lost > n-k && t.Method != Copy {
 		// NB: a copy's shards are not lost; any number may move at once.
-		return nil, fmt.Errorf("%d lost shards: %s tolerates %d", len(t.Lost), t.Code, n-k)
+		return nil, fmt.Errorf("%d lost shards: %s tolerates %d", lost, t.Code, n-k)
 	}
 	size := stripe.Geometry(c, t.ChunkSize).ShardFileSize(t.PartSize)
 	ep := &execPlan{
@@ -157,7 +157,7 @@ func (e *Executor) prepare(t Task) (*execPlan, error) {
 	ep.survivors = DefaultHelpers(t)
 	if len(t.Helpers) > 0 {
 		for _, h := range t.Helpers {
-			if h < 0 || h >= n || slices.Contains(t.Lost, h) {
+			if h < 0 || h >= n || slices.Contains(t.Lost, h) || slices.Contains(t.Unavailable, h) {
 				return nil, fmt.Errorf("helper %d is lost or out of range", h)
 			}
 		}
@@ -172,14 +172,15 @@ func (e *Executor) prepare(t Task) (*execPlan, error) {
 	return ep, nil
 }
 
-// DefaultHelpers orders a task's survivors for when Task.Helpers is
-// empty: ascending shard index, rotated by a hash of the file ID, so the
+// DefaultHelpers orders a task's survivors (neither lost nor unavailable)
+// for when Task.Helpers is empty: ascending shard index, rotated by a
+// hash of the file ID, so the
 // many groups of a full-node repair spread chain ends, decoders and first
 // hops over all survivors instead of always loading the same ones.
 func DefaultHelpers(t Task) []int {
 	var s []int
 	for i := range t.Placement {
-		if !slices.Contains(t.Lost, i) {
+		if !slices.Contains(t.Lost, i) && !slices.Contains(t.Unavailable, i) {
 			s = append(s, i)
 		}
 	}
@@ -282,7 +283,7 @@ func (e *Executor) pushSur(ctx context.Context, ep *execPlan) (shardrpc.RepairRe
 func (e *Executor) core(ctx context.Context, ep *execPlan) (shardrpc.RepairReport, error) {
 	relayer := ep.targets[ep.Lost[0]]
 	return e.Client.RepairCore(ctx, relayer.Addr, shardrpc.CoreRequest{
-		Method: string(Core), RepairGroup: ep.group, Lost: ep.Lost,
+		Method: string(Core), RepairGroup: ep.group, Lost: ep.Lost, Erased: ep.Unavailable,
 		Helpers: ep.peers(ep.survivors), Targets: ep.targetList(ep.Lost),
 	})
 }

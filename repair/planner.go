@@ -75,6 +75,7 @@ type PlanInput struct {
 	Allowed []Method
 	// Dest pins destinations (the other parts of a multipart object must
 	// land where the first went; an in-place rebuild names the holder).
+	// When set, lost shards it does not pin wait, and are not rebuilt.
 	Dest map[int]string
 }
 
@@ -126,7 +127,9 @@ func Plan(in PlanInput) (Decision, error) {
 	if rg, ok := g.Code.(codec.Regenerating); ok && g.Code.SubChunks() > 1 {
 		// Only regenerating codes (sub-packetised) can save bandwidth; an
 		// RS "plan" is conventional decoding.
-		if p, err := rg.RepairPlan(todo); err == nil && p.Method != codec.MethodConventional {
+		// NB: CORE plans for every lost shard, waiting ones too (see
+		// Task.Unavailable), so that is the bandwidth it would take.
+		if p, err := rg.RepairPlan(lost); err == nil && p.Method != codec.MethodConventional {
 			s.gamma = p.Ratio() * float64(k)
 		}
 	}
@@ -171,6 +174,7 @@ func Plan(in PlanInput) (Decision, error) {
 	if d.Task, err = in.task(best, todo, dest, helpers); err != nil {
 		return Decision{}, err
 	}
+	d.Task.Unavailable = waiting // lost, not in todo: valid by construction
 	return d, nil
 }
 
@@ -329,7 +333,9 @@ func fastest(survivors []int, k int, frac float64, rates func(string) Rates, pl 
 // then a server started to replace the lost shard's node, then the least
 // loaded live servers holding no shard of the group, in the key's
 // rendezvous order (spreading rebuilt shards like new objects). Draining
-// servers are never chosen (only pinned: an in-place rebuild). Lost
+// servers are never chosen (only pinned: an in-place rebuild). Once any
+// shard is pinned, only pinned ones get a server: the later parts of an
+// object rebuild exactly the shards its first part could place. Lost
 // shards without a server are returned as waiting.
 func destinations(in PlanInput, lost []int) (map[int]string, []int) {
 	g := in.Group
@@ -340,11 +346,23 @@ func destinations(in PlanInput, lost []int) (map[int]string, []int) {
 		}
 	}
 	dest := map[int]string{}
+	var waiting []int
 	for _, i := range lost {
 		if id, ok := in.Dest[i]; ok && in.Nodes[id].Live && !taken[id] {
 			dest[i] = id
 			taken[id] = true
 		}
+	}
+	if len(in.Dest) > 0 {
+		var rest []int
+		for _, i := range lost {
+			if _, ok := in.Dest[i]; ok {
+				rest = append(rest, i)
+			} else {
+				waiting = append(waiting, i)
+			}
+		}
+		lost = rest
 	}
 	for _, i := range lost {
 		if _, ok := dest[i]; ok {
@@ -376,7 +394,6 @@ func destinations(in PlanInput, lost []int) (map[int]string, []int) {
 		}
 		return cmp.Compare(rank[a], rank[b])
 	})
-	var waiting []int
 	for _, i := range lost {
 		if _, ok := dest[i]; ok {
 			continue
@@ -387,6 +404,7 @@ func destinations(in PlanInput, lost []int) (map[int]string, []int) {
 		}
 		dest[i], order = order[0], order[1:]
 	}
+	slices.Sort(waiting)
 	return dest, waiting
 }
 

@@ -48,6 +48,7 @@ func TestPlan(t *testing.T) {
 		lost  []int
 		force string
 		allow []Method
+		pin   map[int]string // PlanInput.Dest
 		edit  func(map[string]NodeInfo)
 		want  want
 	}{
@@ -145,6 +146,19 @@ func TestPlan(t *testing.T) {
 			want: want{dest: map[int]string{3: "n11"}, waiting: []int{7}},
 		},
 		{
+			name: "one spare for two losses, clay: CORE plans for both",
+			code: "clay-6-3", lost: []int{3, 7},
+			edit:  func(n map[string]NodeInfo) { dead(n, "n03", "n07", "n09", "n10") },
+			force: "core",
+			want:  want{dest: map[int]string{3: "n11"}, waiting: []int{7}, methods: []Method{Core}},
+		},
+		{
+			name: "a later part: only the shard the first part placed is rebuilt, though a server is free",
+			code: "clay-6-3", lost: []int{3, 7}, pin: map[int]string{3: "n11"},
+			edit: func(n map[string]NodeInfo) { dead(n, "n03", "n07", "n09") },
+			want: want{dest: map[int]string{3: "n11"}, waiting: []int{7}},
+		},
+		{
 			name: "straggler left out of the chain",
 			code: "rs-6-3", lost: []int{8},
 			edit: func(n map[string]NodeInfo) {
@@ -177,7 +191,7 @@ func TestPlan(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(nodes)
 			}
-			d, err := Plan(PlanInput{Group: group(t, tc.code), Lost: tc.lost, Nodes: nodes, Model: DefaultCostModel(), Force: tc.force, Allowed: tc.allow})
+			d, err := Plan(PlanInput{Group: group(t, tc.code), Lost: tc.lost, Nodes: nodes, Model: DefaultCostModel(), Force: tc.force, Allowed: tc.allow, Dest: tc.pin})
 			if tc.want.err != nil {
 				if err == nil {
 					t.Fatalf("want error %v, got plan %+v", tc.want.err, d)
@@ -211,6 +225,16 @@ func TestPlan(t *testing.T) {
 			}
 			if !slices.Equal(d.Waiting, tc.want.waiting) {
 				t.Errorf("waiting %v, want %v", d.Waiting, tc.want.waiting)
+			}
+			// A waiting shard is lost too: the task must say so, and never
+			// ask it for data.
+			if !slices.Equal(d.Task.Unavailable, tc.want.waiting) {
+				t.Errorf("task unavailable %v, want the waiting %v", d.Task.Unavailable, tc.want.waiting)
+			}
+			for _, h := range d.Task.Helpers {
+				if slices.Contains(d.Waiting, h) {
+					t.Errorf("waiting shard %d is a helper: %v", h, d.Task.Helpers)
+				}
 			}
 			if !slices.Equal(d.Excluded, tc.want.excluded) {
 				t.Errorf("excluded %v, want %v", d.Excluded, tc.want.excluded)

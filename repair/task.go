@@ -64,6 +64,11 @@ type Task struct {
 	// Lost are the shard indexes to rebuild, ascending. For Copy they are
 	// the shards to move; Placement still names their (live) holders.
 	Lost []int `json:"lost"`
+	// Unavailable are shards lost too but not rebuilt by this task (no
+	// server can take them yet), ascending. They are never helpers, and a
+	// CORE repair plans for Lost and Unavailable together: a Clay or PM
+	// single-failure plan would ask them for their part.
+	Unavailable []int `json:"unavailable,omitempty"`
 	// Method is how to rebuild them.
 	Method Method `json:"method"`
 	// Helpers are the shard indexes to read from, in order: for PUSH the
@@ -94,6 +99,11 @@ func (t *Task) Validate() error {
 			return fmt.Errorf("repair: task %s: lost shard %d out of range", t.FileID, i)
 		}
 		lost[i] = true
+	}
+	for _, i := range t.Unavailable {
+		if i < 0 || i >= len(t.Placement) || lost[i] {
+			return fmt.Errorf("repair: task %s: unavailable shard %d is out of range or also to rebuild", t.FileID, i)
+		}
 	}
 	for i, n := range t.Placement {
 		if !lost[i] {

@@ -494,6 +494,8 @@ func (w *Worker) scan(ctx context.Context) error {
 	for id, ni := range v.nodes {
 		if !ni.Live || ni.Suspect {
 			counts.DownSeen = append(counts.DownSeen, id)
+		} else {
+			counts.UpSeen = append(counts.UpSeen, id)
 		}
 		if ni.Live || v.replaced[id] {
 			continue
@@ -505,6 +507,7 @@ func (w *Worker) scan(ctx context.Context) error {
 		}
 	}
 	slices.Sort(counts.DownSeen)
+	slices.Sort(counts.UpSeen)
 	counts.Scanned = w.now().UTC().Format(time.RFC3339Nano)
 	w.mu.Lock()
 	w.stripes = counts
@@ -771,7 +774,13 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 		w.counts.Failed++
 		w.m.failed.Inc()
 	}
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case errors.Is(err, errRetryLater):
+		// Expected (waiting for capacity, the object changed): the next
+		// scan takes it up again.
+		w.log.Debug("repair deferred", "object", j.ref(), "err", err)
+	default:
 		w.log.Warn("repair failed", "object", j.ref(), "attempt", j.attempt, "requeued", requeue, "err", err)
 	}
 	ev := shardrpc.RepairEvent{Object: j.ref(), Method: string(res.Method), Lost: j.lost, Predicted: j.predicted, Seconds: secs, Bytes: res.BytesMoved}

@@ -120,10 +120,13 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 		d, err := plan(v, m, p, lost, pinned)
 		if errors.Is(err, ErrNoCapacity) {
 			w.mu.Lock()
+			already := w.waiting[j.ref()]
 			w.waiting[j.ref()] = true
 			w.mu.Unlock()
 			w.m.decision("waiting")
-			w.log.Warn("repair waiting for capacity", "object", j.ref(), "lost", lost)
+			if !already { // every scan retries it: say so once
+				w.log.Warn("repair waiting for capacity", "object", j.ref(), "lost", lost)
+			}
 			return Result{}, fmt.Errorf("%w: %w", errRetryLater, err)
 		}
 		if err != nil {
@@ -132,8 +135,8 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 		if pi == 0 {
 			// Every part shares the placement: the other parts rebuild
 			// exactly the shards the first one could place, onto the
-			// same servers.
-			lost = d.Task.Lost
+			// same servers (pinned), and plan with the others still
+			// lost, as waiting.
 			for i, n := range d.Task.Dest {
 				pinned[i] = n.ID
 			}

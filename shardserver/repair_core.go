@@ -24,8 +24,9 @@ func (s *Server) plan(g *group, lost []int) (*codec.Plan, error) {
 }
 
 // runCore is a CORE relayer: it asks every helper of the repair plan
-// for its encoding of the failure set, rebuilds the lost shards stripe by
-// stripe (codec.Plan.Rebuild) and stores them on their targets.
+// for its encoding of the failure set (req.Lost and req.Erased), rebuilds
+// the lost shards stripe by stripe (codec.Plan.Rebuild) and stores those
+// of req.Lost on their targets.
 func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrpc.RepairReport, error) {
 	g, err := s.openGroup(req.RepairGroup)
 	if err != nil {
@@ -34,12 +35,16 @@ func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrp
 	if err := targetsValid(g, req.Lost, req.Targets); err != nil {
 		return shardrpc.RepairReport{}, err
 	}
-	plan, err := s.plan(g, req.Lost)
+	failed := slices.Compact(sortedCopy(append(slices.Clone(req.Lost), req.Erased...)))
+	if len(failed) != len(req.Lost)+len(req.Erased) {
+		return shardrpc.RepairReport{}, fmt.Errorf("%w: shards %v are both lost and erased", shardrpc.ErrBadRequest, req.Erased)
+	}
+	plan, err := s.plan(g, failed)
 	if err != nil {
 		return shardrpc.RepairReport{}, err
 	}
-	if !slices.Equal(plan.Failed, sortedCopy(req.Lost)) {
-		return shardrpc.RepairReport{}, fmt.Errorf("%w: plan rebuilds %v, not %v", shardrpc.ErrBadRequest, plan.Failed, req.Lost)
+	if !slices.Equal(plan.Failed, failed) {
+		return shardrpc.RepairReport{}, fmt.Errorf("%w: plan rebuilds %v, not %v", shardrpc.ErrBadRequest, plan.Failed, failed)
 	}
 	byIdx := map[int]shardrpc.RepairPeer{}
 	for _, h := range req.Helpers {
@@ -73,7 +78,7 @@ func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrp
 		}
 		h := &helper{peer: p, task: t}
 		hs[i] = h
-		hreq := shardrpc.HelperRequest{RepairGroup: req.RepairGroup, Lost: req.Lost, Idx: t.Shard}
+		hreq := shardrpc.HelperRequest{RepairGroup: req.RepairGroup, Lost: failed, Idx: t.Shard}
 		if p.ID == s.cfg.NodeID {
 			// NB: the relayer holds a helper shard itself (a survivor as
 			// relayer): produce locally, no network.
@@ -129,8 +134,10 @@ func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrp
 			return fmt.Errorf("rebuild stripe %d: %w", i, err)
 		}
 		for f, idx := range plan.Failed {
-			if _, err := sinks[idx].Write(outs[f]); err != nil {
-				return err
+			if sk, ok := sinks[idx]; ok { // not an erased shard
+				if _, err := sk.Write(outs[f]); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

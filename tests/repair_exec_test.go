@@ -180,6 +180,47 @@ func TestRepairExecutorsByteExact(t *testing.T) {
 	}
 }
 
+// TestRepairBesideUnavailableShard rebuilds one lost shard while another is
+// lost too and waits for a server (Task.Unavailable), as the planner asks
+// when the cluster has fewer spare servers than lost shards. The waiting
+// shard's server is gone (nothing listens at its address), so any method
+// that asks it for data fails. Every method must rebuild the shard byte
+// for byte; CORE must plan for both failures, since a single-failure
+// Clay or PM plan needs every other shard.
+func TestRepairBesideUnavailableShard(t *testing.T) {
+	rn := startServers(t, 7, nil)
+	exec := repair.NewExecutor(rn.client, nil)
+	for _, code := range []string{"rs-4-2", "clay-4-2", "pm-3-3"} {
+		c, _ := codec.Parse(code)
+		n := c.TotalShards()
+		g := writeGroup(t, rn, code, 32<<10, 300_000, rn.nodes[:n])
+		for _, m := range repair.Methods {
+			t.Run(fmt.Sprintf("%s/%s", code, m), func(t *testing.T) {
+				task := g.task
+				task.Placement = slices.Clone(task.Placement)
+				task.Placement[3].Addr = freeAddr(t) // its server is dead
+				task.Method, task.SRU = m, 16<<10
+				task.Lost, task.Unavailable = []int{0}, []int{3}
+				task.Dest = map[int]repair.Node{0: rn.nodes[n]}
+				res, err := exec.Run(context.Background(), task)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := res.Rebuilt[3]; ok {
+					t.Errorf("the unavailable shard 3 was rebuilt somewhere: %+v", res.Rebuilt)
+				}
+				got := readShard(t, rn.client, res.Rebuilt[0].Addr, task.FileID, 0)
+				if !bytes.Equal(got, g.shards[0]) {
+					t.Fatalf("shard 0 differs from the original")
+				}
+				if err := rn.client.DeleteShard(context.Background(), res.Rebuilt[0].Addr, task.FileID, 0); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
 // TestRepairSlowHop runs PUSH chains and CORE through a hop whose network
 // is 50x slower than the others': the repair is slower, never wrong.
 func TestRepairSlowHop(t *testing.T) {

@@ -102,7 +102,11 @@ type PullRequest struct {
 type CoreRequest struct {
 	Method string `json:"method"`
 	RepairGroup
-	Lost    []int          `json:"lost"`
+	Lost []int `json:"lost"`
+	// Erased are shards lost too but not rebuilt now (no target yet): the
+	// plan's failure set is Lost plus Erased, and their rebuilt data is
+	// dropped.
+	Erased  []int          `json:"erased,omitempty"`
 	Helpers []RepairPeer   `json:"helpers"` // every live survivor
 	Targets []RepairTarget `json:"targets"`
 }

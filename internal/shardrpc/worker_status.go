@@ -50,6 +50,10 @@ type StripeCounts struct {
 	// DownSeen are the shard servers (node IDs) down or suspect at the
 	// last scan: a watcher knows their shards have been counted.
 	DownSeen []string `json:"down_seen,omitempty"`
+	// UpSeen are the shard servers the worker took for live at the last
+	// scan. A server in neither list is one the worker never heard of (it
+	// joined after that server died) and holds no manifest naming it.
+	UpSeen []string `json:"up_seen,omitempty"`
 	// Scanned is when the last scan ended (RFC 3339), ScanError why the
 	// last one failed, if it did: counts older than a few scan intervals
 	// mean the worker is stuck, not that nothing is degraded.
