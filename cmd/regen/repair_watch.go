@@ -88,7 +88,7 @@ func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writ
 type verdict struct {
 	done  bool
 	down  int    // shard servers dead, suspect or unreachable
-	state string // "redundant", "detecting", "grace", "repairing"
+	state string // "redundant", "detecting", "grace", "capacity", "repairing"
 	line  string // the state, beside the progress bar
 }
 
@@ -123,6 +123,10 @@ func watchVerdict(st gateway.Status, peak int64, elapsed time.Duration) verdict 
 		v.state = "detecting"
 	case s.Degraded > 0 && s.Degraded == s.Pending && r.Queued == 0 && r.Running == 0:
 		v.state = "grace"
+	case s.Waiting > 0 && s.Waiting >= s.Degraded-s.Pending && r.Running == 0:
+		// Every degraded stripe past the grace waits for a server (each
+		// retry re-queues it for a moment, so Queued is not telling).
+		v.state = "capacity"
 	case busy:
 		v.state = "repairing"
 	default:
@@ -132,6 +136,9 @@ func watchVerdict(st gateway.Status, peak int64, elapsed time.Duration) verdict 
 	case "detecting":
 		v.line = fmt.Sprintf("waiting for detection: %d servers down or unreachable, %d not yet counted by the repair workers",
 			down, unseen)
+	case "capacity":
+		v.line = fmt.Sprintf("waiting for capacity: %d degraded stripes have no server to rebuild onto (every live server holds one of their shards); start another shard server",
+			s.Waiting)
 	case "grace":
 		v.line = fmt.Sprintf("waiting for grace: %d servers down, %d stripes degraded, repair starts in %s",
 			down, s.Degraded, (time.Duration(s.GraceLeftSeconds * float64(time.Second))).Round(time.Second))
