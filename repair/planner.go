@@ -127,9 +127,9 @@ func Plan(in PlanInput) (Decision, error) {
 	if rg, ok := g.Code.(codec.Regenerating); ok && g.Code.SubChunks() > 1 {
 		// Only regenerating codes (sub-packetised) can save bandwidth; an
 		// RS "plan" is conventional decoding.
-		// NB: CORE plans for every lost shard, waiting ones too (see
-		// Task.Unavailable), so that is the bandwidth it would take.
-		if p, err := rg.RepairPlan(lost); err == nil && p.Method != codec.MethodConventional {
+		// NB: CORE plans for every shard that is not a survivor, waiting
+		// ones too (see Task.Unavailable): that is the bandwidth it takes.
+		if p, err := rg.RepairPlan(nonSurvivors(n, survivors)); err == nil && p.Method != codec.MethodConventional {
 			s.gamma = p.Ratio() * float64(k)
 		}
 	}
@@ -174,7 +174,14 @@ func Plan(in PlanInput) (Decision, error) {
 	if d.Task, err = in.task(best, todo, dest, helpers); err != nil {
 		return Decision{}, err
 	}
-	d.Task.Unavailable = waiting // lost, not in todo: valid by construction
+	// Every shard neither rebuilt nor a survivor is unavailable: the
+	// waiting ones, and any on a dead or suspect server the caller did not
+	// list as lost (a drain's fallback rebuild passes only the drained).
+	for _, i := range nonSurvivors(n, survivors) {
+		if !slices.Contains(todo, i) {
+			d.Task.Unavailable = append(d.Task.Unavailable, i)
+		}
+	}
 	return d, nil
 }
 
@@ -268,6 +275,17 @@ func (in PlanInput) task(m Method, todo []int, dest map[int]string, helpers []in
 		t.Dest[i] = Node{ID: dest[i], Addr: in.Nodes[dest[i]].Addr}
 	}
 	return t, t.Validate()
+}
+
+// nonSurvivors is every shard index of n not in survivors, ascending.
+func nonSurvivors(n int, survivors []int) []int {
+	var out []int
+	for i := range n {
+		if !slices.Contains(survivors, i) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // survivorsOf returns the shard indexes not lost whose node is live and

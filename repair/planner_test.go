@@ -41,6 +41,8 @@ func TestPlan(t *testing.T) {
 		excluded []string
 		err      error
 		noHelper []int
+		// unavailable, when set, is the task's Unavailable exactly.
+		unavailable []int
 	}
 	tests := []struct {
 		name  string
@@ -176,7 +178,13 @@ func TestPlan(t *testing.T) {
 				ni.Suspect = true
 				n["n02"] = ni
 			},
-			want: want{noHelper: []int{2}},
+			want: want{noHelper: []int{2}, unavailable: []int{2}},
+		},
+		{
+			name: "a dead server the caller did not list: unavailable, and CORE plans for it",
+			code: "clay-6-3", lost: []int{1}, force: "core",
+			edit: func(n map[string]NodeInfo) { dead(n, "n05") },
+			want: want{methods: []Method{Core}, noHelper: []int{5}, unavailable: []int{5}},
 		},
 		{
 			name: "too many losses",
@@ -227,14 +235,19 @@ func TestPlan(t *testing.T) {
 				t.Errorf("waiting %v, want %v", d.Waiting, tc.want.waiting)
 			}
 			// A waiting shard is lost too: the task must say so, and never
-			// ask it for data.
-			if !slices.Equal(d.Task.Unavailable, tc.want.waiting) {
-				t.Errorf("task unavailable %v, want the waiting %v", d.Task.Unavailable, tc.want.waiting)
+			// ask it (or any other unavailable shard) for data.
+			for _, w := range tc.want.waiting {
+				if !slices.Contains(d.Task.Unavailable, w) {
+					t.Errorf("waiting shard %d not in the task's unavailable %v", w, d.Task.Unavailable)
+				}
 			}
 			for _, h := range d.Task.Helpers {
-				if slices.Contains(d.Waiting, h) {
-					t.Errorf("waiting shard %d is a helper: %v", h, d.Task.Helpers)
+				if slices.Contains(d.Task.Unavailable, h) {
+					t.Errorf("unavailable shard %d is a helper: %v", h, d.Task.Helpers)
 				}
+			}
+			if tc.want.unavailable != nil && !slices.Equal(d.Task.Unavailable, tc.want.unavailable) {
+				t.Errorf("task unavailable %v, want %v", d.Task.Unavailable, tc.want.unavailable)
 			}
 			if !slices.Equal(d.Excluded, tc.want.excluded) {
 				t.Errorf("excluded %v, want %v", d.Excluded, tc.want.excluded)
