@@ -76,7 +76,8 @@ const (
 // kinds[t*cols+j] selects A (0), A+B (1) or A+lo*B (2), lo a gfniMatrix;
 // the rows output pointers follow the 2*cols inputs. blocks is the step
 // width, stepNarrow or stepWide. fix, when not nil, uncouples parity
-// pairs as the outputs are stored (see pairFix).
+// pairs as the outputs are stored and walks each task's planes (see
+// pairFix).
 func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte, lo uint64, blocks int, fix *pairFix) {
 	if from >= to || len(kinds) == 0 {
 		return
@@ -86,27 +87,28 @@ func (b *gfniBatch) runCoupled(from, to int, ptrs []unsafe.Pointer, kinds []byte
 		panic(fmt.Sprintf("codec: coupled gfni batch of %d tasks has %d pointers", t, len(ptrs)))
 	}
 	var fp *unsafe.Pointer
-	var off int
-	var d uint64
+	planes, stride, d := 1, 0, uint64(0)
 	if fix != nil {
-		if len(fix.ptrs) != t*b.rows {
-			panic(fmt.Sprintf("codec: coupled gfni batch of %d tasks has %d fix pointers", t, len(fix.ptrs)))
+		if fix.planes < 1 || len(fix.ptrs) != t*fix.planes*b.rows {
+			panic(fmt.Sprintf("codec: coupled gfni batch of %d tasks, %d planes has %d fix pointers", t, fix.planes, len(fix.ptrs)))
 		}
-		fp, off, d = &fix.ptrs[0], fix.off, fix.d
+		fp, planes, stride, d = &fix.ptrs[0], fix.planes, fix.stride, fix.d
 	}
-	gfniClayRows(b.rows, &b.bits[0], b.cols, from, to, &ptrs[0], &kinds[0], t, lo, blocks, fp, off, d)
+	gfniClayRows(b.rows, &b.bits[0], b.cols, from, to, &ptrs[0], &kinds[0], t, lo, blocks, fp, planes, stride, d)
 }
 
-// pairFix has runCoupled finish Clay's parity pairs as it stores them.
-// ptrs holds rows pointers per task: nil stores output i as computed; a
-// pointer p makes output i the lo half U_lo of a pair whose hi half U_hi
-// was stored earlier at p - off + position. The kernel then stores
-// C_lo = d*(U_hi+U_lo) as the output and C_hi = U_hi+C_lo over U_hi, so a
-// lo half is written once, as C, and no separate pass reads the parity.
+// pairFix has runCoupled walk each task's planes p = 0..planes-1, bytes
+// [from, to) + p*stride, and finish Clay's parity pairs as it stores
+// them. ptrs holds, per task and plane, rows pointers: nil stores output
+// i as computed; a pointer h makes output i the lo half U_lo of a pair
+// whose hi half U_hi was stored earlier at h - p*stride + position. The
+// kernel then stores C_lo = d*(U_hi+U_lo) as the output and
+// C_hi = U_hi+C_lo over U_hi, so a lo half is written once, as C, and no
+// separate pass reads the parity.
 type pairFix struct {
-	ptrs []unsafe.Pointer
-	off  int
-	d    uint64 // gfniMatrix(pftD)
+	ptrs           []unsafe.Pointer
+	planes, stride int
+	d              uint64 // gfniMatrix(pftD)
 }
 
 func tasks(ptrs, stride int) int {

@@ -9,52 +9,52 @@ import "unsafe"
 const gfniMaxRows = 16
 
 //go:noescape
-func gfniClay1(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay1(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay2(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay3(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay4(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay4(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay5(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay5(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay6(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay6(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay7(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay7(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay8(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay8(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay9(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay9(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay10(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay10(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay11(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay11(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay12(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay12(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay13(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay13(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay14(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay14(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay15(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay15(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 //go:noescape
-func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)
+func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)
 
 // gfniSparse computes bytes [from, to) of out = sum of m_j*in_j per task.
 //
@@ -62,40 +62,40 @@ func gfniClay16(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds
 func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)
 
 // gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).
-func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64) {
+func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64) {
 	switch rows {
 	case 1:
-		gfniClay1(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay1(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 2:
-		gfniClay2(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay2(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 3:
-		gfniClay3(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay3(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 4:
-		gfniClay4(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay4(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 5:
-		gfniClay5(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay5(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 6:
-		gfniClay6(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay6(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 7:
-		gfniClay7(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay7(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 8:
-		gfniClay8(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay8(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 9:
-		gfniClay9(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay9(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 10:
-		gfniClay10(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay10(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 11:
-		gfniClay11(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay11(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 12:
-		gfniClay12(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay12(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 13:
-		gfniClay13(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay13(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 14:
-		gfniClay14(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay14(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 15:
-		gfniClay15(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay15(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	case 16:
-		gfniClay16(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)
+		gfniClay16(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)
 	default:
 		panic("codec: gfni kernel for too many rows")
 	}

@@ -76,7 +76,7 @@ func decls() []byte {
 	for r := 1; r <= maxRows; r++ {
 		s.p("")
 		s.p("//go:noescape")
-		s.p("func gfniClay%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)", r)
+		s.p("func gfniClay%d(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)", r)
 	}
 	s.p("")
 	s.p("// gfniSparse computes bytes [from, to) of out = sum of m_j*in_j per task.")
@@ -85,11 +85,11 @@ func decls() []byte {
 	s.p("func gfniSparse(from, to int, ptrs *unsafe.Pointer, mats *uint64, terms *int, tasks int)")
 	s.p("")
 	s.p("// gfniClayRows runs the coupled matrix kernel for rows outputs (1..gfniMaxRows).")
-	s.p("func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64) {")
+	s.p("func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64) {")
 	s.p("\tswitch rows {")
 	for r := 1; r <= maxRows; r++ {
 		s.p("\tcase %d:", r)
-		s.p("\t\tgfniClay%d(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, fixOff, d)", r)
+		s.p("\t\tgfniClay%d(mat, cols, from, to, ptrs, kinds, tasks, lo, blocks, fix, planes, stride, d)", r)
 	}
 	s.p("\tdefault:")
 	s.p("\t\tpanic(\"codec: gfni kernel for too many rows\")")
@@ -147,10 +147,13 @@ func clayKernel(s *emitter, r int) {
 
 type mover = func(disp int) (string, string)
 
-// coupledKernel emits the frame of a coupled kernel: over tasks, a walk
-// over bytes [from, to) of their slices, B blocks per step (g.b) while they
-// last, then single blocks and the masked tail. body emits one step at R8;
-// a task is cols pointer pairs and kinds, then g.r output pointers.
+// coupledKernel emits the frame of a coupled kernel: over tasks, and in a
+// task over planes p = 0..planes-1, a walk over bytes [from, to) + p*stride
+// of its slices, B blocks per step (g.b) while they last, then single
+// blocks and the masked tail. body emits one step at R8; a task is cols
+// pointer pairs and kinds, then g.r output pointers. The planes let one
+// task walk a Clay run's q planes in order, its streams contiguous, while
+// the fix table (R15) moves on by a plane's g.r pointers.
 //
 // Blocks go B at a time, so that each matrix entry, broadcast into a
 // register once per column, serves B blocks and the pointer and kind loads
@@ -164,12 +167,13 @@ type mover = func(disp int) (string, string)
 //
 // AX matrix, BX cols, CX to, DX task pointers, SI tasks left, DI the task's
 // kinds, R8 position, R9 bytes left, R10 matrix cursor, R11 pointer
-// cursor, R12 column, R13 slice pointer, R14 kind (and the tail mask).
+// cursor, R12 column, R13 slice pointer, R14 kind (and the tail mask), R15
+// fix cursor; 0(SP) the plane's offset p*stride, 8(SP) planes left.
 func coupledKernel(s *emitter, name string, g clayRegs, body func(tag string, g clayRegs, moves mover)) {
 	tag := name[len("gfni"):]
 	s.p("")
-	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64)", name)
-	s.p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
+	s.p("// func %s(mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64)", name)
+	s.p("TEXT ·%s(SB), NOSPLIT, $16-104", name)
 	s.p("\tMOVQ mat+0(FP), AX")
 	s.p("\tMOVQ cols+8(FP), BX")
 	s.p("\tMOVQ to+24(FP), CX")
@@ -183,7 +187,14 @@ func coupledKernel(s *emitter, name string, g clayRegs, body func(tag string, g 
 	s.p("%s_task:", tag)
 	s.p("\tTESTQ SI, SI")
 	s.p("\tJZ %s_done", tag)
+	s.p("\tMOVQ $0, 0(SP)")
+	s.p("\tMOVQ planes+80(FP), R9")
+	s.p("\tMOVQ R9, 8(SP)")
+	s.p("%s_plane:", tag)
 	s.p("\tMOVQ from+16(FP), R8")
+	s.p("\tADDQ 0(SP), R8")
+	s.p("\tMOVQ to+24(FP), CX")
+	s.p("\tADDQ 0(SP), CX")
 	if g.b > 1 {
 		s.p("%s_multi:", tag)
 		s.p("\tCMPQ blocks+64(FP), $1")
@@ -205,14 +216,18 @@ func coupledKernel(s *emitter, name string, g clayRegs, body func(tag string, g 
 		}
 		body(tag+suffix, g, moves)
 	})
-	s.p("\tLEAQ (DX)(BX*8), DX")
-	s.p("\tLEAQ (DX)(BX*8), DX")
-	s.p("\tADDQ BX, DI")
-	s.p("\tADDQ $%d, DX", 8*g.r)
 	s.p("\tTESTQ R15, R15")
 	s.p("\tJZ %s_nofix", tag)
 	s.p("\tADDQ $%d, R15", 8*g.r)
 	s.p("%s_nofix:", tag)
+	s.p("\tMOVQ stride+88(FP), R9")
+	s.p("\tADDQ R9, 0(SP)")
+	s.p("\tDECQ 8(SP)")
+	s.p("\tJNZ %s_plane", tag)
+	s.p("\tLEAQ (DX)(BX*8), DX")
+	s.p("\tLEAQ (DX)(BX*8), DX")
+	s.p("\tADDQ BX, DI")
+	s.p("\tADDQ $%d, DX", 8*g.r)
 	s.p("\tDECQ SI")
 	s.p("\tJMP %s_task", tag)
 	s.p("%s_done:", tag)
@@ -358,9 +373,10 @@ func clayColumns(s *emitter, tag string, g clayRegs, moves mover) {
 }
 
 // clayStores stores the accumulators through the output pointers at R11.
-// With a fix table (R15, rows pointers per task), an output whose fix
-// pointer is set is the lo half of a parity pair whose hi half, U_hi, was
-// stored earlier at that pointer minus fixOff, plus R8: the pair is
+// With a fix table (R15, rows pointers per task and plane), an output
+// whose fix pointer is set is the lo half of a parity pair whose hi half,
+// U_hi, was stored earlier at that pointer minus the plane's offset
+// (0(SP)), plus R8: the pair is
 // uncoupled here, C_lo = d*(U_hi+U_lo) stored as the output and C_hi =
 // U_hi+C_lo over U_hi, so the lo half is written once, as C.
 func clayStores(s *emitter, tag string, g clayRegs, moves mover) {
@@ -377,13 +393,13 @@ func clayStores(s *emitter, tag string, g clayRegs, moves mover) {
 		s.p("\tMOVQ %d(R15), R13", 8*i)
 		s.p("\tTESTQ R13, R13")
 		s.p("\tJZ %s_o%d", tag, i)
-		s.p("\tSUBQ fixOff+80(FP), R13")
+		s.p("\tSUBQ 0(SP), R13")
 		for blk := 0; blk < g.b; blk++ {
 			load, store := moves(64 * blk)
 			acc := g.acc(blk, i)
 			s.p(load, "R13", g.tmp())
 			s.p("\tVPXORQ %s, %s, %s", g.tmp(), acc, g.product(0))
-			s.p("\tVGF2P8AFFINEQB.BCST $0x00, d+88(FP), %s, %s", g.product(0), acc)
+			s.p("\tVGF2P8AFFINEQB.BCST $0x00, d+96(FP), %s, %s", g.product(0), acc)
 			s.p("\tVPXORQ %s, %s, %s", acc, g.tmp(), g.tmp())
 			s.p(store, "R13", g.tmp())
 		}

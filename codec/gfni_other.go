@@ -10,7 +10,7 @@ const (
 	gfniMaxRows = 0
 )
 
-func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, fixOff int, d uint64) {
+func gfniClayRows(rows int, mat *uint64, cols int, from, to int, ptrs *unsafe.Pointer, kinds *byte, tasks int, lo uint64, blocks int, fix *unsafe.Pointer, planes, stride int, d uint64) {
 	panic("codec: gfni kernels are not built for this platform")
 }
 

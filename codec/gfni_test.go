@@ -94,8 +94,9 @@ func coupledInput(rng *rand.Rand, n int, lo byte) (ptrs [2]unsafe.Pointer, kind 
 // runCoupled must agree with the field for every row count (each has its
 // own kernel, with 4, 2 or 1 blocks per step), both step widths, any
 // kinds, lengths that exercise the multi-block, single-block and
-// masked-tail loops, and with and without a pairFix (then a random half of
-// the outputs are lo halves, each uncoupled against its own hi buffer).
+// masked-tail loops, and with and without a pairFix. With one, each task
+// walks 1-3 planes of n bytes, and a random half of each plane's outputs
+// are lo halves, each uncoupled against its own hi buffer.
 func TestGFNICoupledMatchesReference(t *testing.T) {
 	if !hasGFNI {
 		t.Skip("no AVX-512 GFNI on this CPU: the library path is used instead")
@@ -107,62 +108,78 @@ func TestGFNICoupledMatchesReference(t *testing.T) {
 			for i, n := range []int{1, 63, 64, 65, 200, 1000, 1000} {
 				blocks := []int{stepWide, stepNarrow}[i%2]
 				withFix := (i+rows)%3 != 0
+				planes := 1
+				if withFix {
+					planes = 1 + (i+cols)%3
+				}
+				L := planes * n // each slice: its planes back to back
 				m, b := randomBatch(t, rng, rows, cols)
 				const tasks = 3
 				var ptrs, fixes []unsafe.Pointer
 				var kinds []byte
 				ins := make([][][]byte, tasks)
 				outs := make([][][]byte, tasks)
-				his := make([][][]byte, tasks) // per output: its hi buffer, or nil
-				hiWas := make([][][]byte, tasks)
-				const off = 64 // a fix pointer is its hi buffer + off
+				his := make([][][][]byte, tasks) // per task, plane, output: its hi buffer, or nil
+				hiWas := make([][][][]byte, tasks)
 				for tk := range tasks {
 					for j := 0; j < cols; j++ {
-						pair, kind, in := coupledInput(rng, n, lo)
+						pair, kind, in := coupledInput(rng, L, lo)
 						ins[tk] = append(ins[tk], in)
 						kinds = append(kinds, kind)
 						ptrs = append(ptrs, pair[:]...)
 					}
 					for i := 0; i < rows; i++ {
-						out := bytes.Repeat([]byte{0xa5}, n+64)
+						out := bytes.Repeat([]byte{0xa5}, L+64)
 						outs[tk] = append(outs[tk], out)
 						ptrs = append(ptrs, unsafe.Pointer(&out[0]))
-						var hi []byte
-						var fp unsafe.Pointer
-						if withFix && rng.IntN(2) == 0 {
-							hi = guarded(rng, n+off)
-							fp = unsafe.Pointer(&hi[off])
+					}
+					his[tk], hiWas[tk] = make([][][]byte, planes), make([][][]byte, planes)
+					for p := range planes {
+						for range rows {
+							// Plane p addresses its hi half at fix - p*n +
+							// position, position in [p*n, (p+1)*n): bytes
+							// [p*n, (p+1)*n) of a buffer whose fix is &hi[p*n].
+							var hi []byte
+							var fp unsafe.Pointer
+							if withFix && rng.IntN(2) == 0 {
+								hi = guarded(rng, (p+1)*n)
+								fp = unsafe.Pointer(&hi[p*n])
+							}
+							his[tk][p] = append(his[tk][p], hi)
+							hiWas[tk][p] = append(hiWas[tk][p], bytes.Clone(hi))
+							fixes = append(fixes, fp)
 						}
-						his[tk] = append(his[tk], hi)
-						hiWas[tk] = append(hiWas[tk], bytes.Clone(hi))
-						fixes = append(fixes, fp)
 					}
 				}
 				var fix *pairFix
 				if withFix {
-					fix = &pairFix{ptrs: fixes, off: off, d: gfniMatrix(d)}
+					fix = &pairFix{ptrs: fixes, planes: planes, stride: n, d: gfniMatrix(d)}
 				}
 				b.runCoupled(0, n, ptrs, kinds, gfniMatrix(lo), blocks, fix)
 				for tk := range tasks {
-					want := refMul(m, ins[tk], n)
-					for i := range want {
-						wantHi := hiWas[tk][i]
-						if wantHi != nil { // U_lo = want[i], U_hi = the hi buffer's first n bytes
-							wantHi = bytes.Clone(wantHi)
-							for p := range n {
-								cLo := gfMul(d, wantHi[p]^want[i][p])
-								want[i][p], wantHi[p] = cLo, wantHi[p]^cLo
+					want := refMul(m, ins[tk], L)
+					for p := range planes {
+						for i := range want {
+							wantHi := hiWas[tk][p][i]
+							if wantHi != nil { // U_lo = want, U_hi = the hi buffer, both at [p*n, (p+1)*n)
+								wantHi = bytes.Clone(wantHi)
+								for q := p * n; q < (p+1)*n; q++ {
+									cLo := gfMul(d, wantHi[q]^want[i][q])
+									want[i][q], wantHi[q] = cLo, wantHi[q]^cLo
+								}
+							}
+							if !bytes.Equal(his[tk][p][i], wantHi) {
+								t.Fatalf("%dx%d n=%d blocks=%d task %d plane %d row %d: hi half differs (or was written outside its plane)", rows, cols, n, blocks, tk, p, i)
 							}
 						}
-						if !bytes.Equal(outs[tk][i][:n], want[i]) {
-							t.Fatalf("%dx%d n=%d blocks=%d fix=%v task %d row %d differs", rows, cols, n, blocks, wantHi != nil, tk, i)
+					}
+					for i := range want {
+						if !bytes.Equal(outs[tk][i][:L], want[i]) {
+							t.Fatalf("%dx%d n=%d planes=%d blocks=%d task %d row %d differs", rows, cols, n, planes, blocks, tk, i)
 						}
-						if !bytes.Equal(his[tk][i], wantHi) {
-							t.Fatalf("%dx%d n=%d blocks=%d task %d row %d: hi half differs (or was written past n)", rows, cols, n, blocks, tk, i)
-						}
-						for p := n; p < n+64; p++ {
-							if outs[tk][i][p] != 0xa5 {
-								t.Fatalf("%dx%d n=%d task %d row %d: byte %d past the end was written", rows, cols, n, tk, i, p)
+						for q := L; q < L+64; q++ {
+							if outs[tk][i][q] != 0xa5 {
+								t.Fatalf("%dx%d n=%d task %d row %d: byte %d past the end was written", rows, cols, n, tk, i, q)
 							}
 						}
 					}
