@@ -164,7 +164,9 @@ func startDevGateway(ctx context.Context, cfg gateway.Config, gf *gatewayFlags, 
 func printDev(w io.Writer, info DevInfo, data, code string, classes listFlag) {
 	fmt.Fprintf(w, "regen dev is running (data in %s, default code %s, storage classes %v)\n\n", absPath(data), code, []string(classes))
 	fmt.Fprintf(w, "  S3 endpoint:  %s\n  access key:   %s\n  secret key:   %s\n  region:       %s\n\n", info.Endpoint, info.AccessKey, info.SecretKey, info.Region)
-	fmt.Fprintf(w, "  gateway       pid %-7d %s  (log: %s)\n", info.Gateways[0].PID, info.Gateways[0].Addr, filepath.Join(data, "gateway.log"))
+	// NB: the gateway runs inside regen dev: killing its pid stops the
+	// whole cluster, so say so where operators pick pids to kill.
+	fmt.Fprintf(w, "  gateway       pid %-7d %s  (this process; log: %s)\n", info.Gateways[0].PID, info.Gateways[0].Addr, filepath.Join(data, "gateway.log"))
 	for _, s := range info.Shards {
 		fmt.Fprintf(w, "  shard %s  pid %-7d %s\n", s.ID, s.PID, s.Addr)
 	}
