@@ -174,9 +174,9 @@ func (e *Executor) prepare(t Task) (*execPlan, error) {
 
 // DefaultHelpers orders a task's survivors (neither lost nor unavailable)
 // for when Task.Helpers is empty: ascending shard index, rotated by a
-// hash of the file ID, so the
-// many groups of a full-node repair spread chain ends, decoders and first
-// hops over all survivors instead of always loading the same ones.
+// hash of the file ID, so the many groups of a full-node repair spread
+// chain ends, decoders and first hops over all survivors instead of
+// always loading the same ones.
 func DefaultHelpers(t Task) []int {
 	var s []int
 	for i := range t.Placement {

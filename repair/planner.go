@@ -112,6 +112,7 @@ func Plan(in PlanInput) (Decision, error) {
 		return Decision{}, fmt.Errorf("repair: plan %s: nothing lost", g.FileID)
 	}
 	survivors := survivorsOf(g.Placement, lost, in.Nodes)
+	erased := nonSurvivors(n, survivors) // lost, waiting, or on a dead or suspect server
 	if len(survivors) < k {
 		return Decision{}, fmt.Errorf("repair: plan %s: %d shards survive, %s needs %d", g.FileID, len(survivors), g.Code.Name(), k)
 	}
@@ -129,7 +130,7 @@ func Plan(in PlanInput) (Decision, error) {
 		// RS "plan" is conventional decoding.
 		// NB: CORE plans for every shard that is not a survivor, waiting
 		// ones too (see Task.Unavailable): that is the bandwidth it takes.
-		if p, err := rg.RepairPlan(nonSurvivors(n, survivors)); err == nil && p.Method != codec.MethodConventional {
+		if p, err := rg.RepairPlan(erased); err == nil && p.Method != codec.MethodConventional {
 			s.gamma = p.Ratio() * float64(k)
 		}
 	}
@@ -177,7 +178,7 @@ func Plan(in PlanInput) (Decision, error) {
 	// Every shard neither rebuilt nor a survivor is unavailable: the
 	// waiting ones, and any on a dead or suspect server the caller did not
 	// list as lost (a drain's fallback rebuild passes only the drained).
-	for _, i := range nonSurvivors(n, survivors) {
+	for _, i := range erased {
 		if !slices.Contains(todo, i) {
 			d.Task.Unavailable = append(d.Task.Unavailable, i)
 		}

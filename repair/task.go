@@ -64,10 +64,11 @@ type Task struct {
 	// Lost are the shard indexes to rebuild, ascending. For Copy they are
 	// the shards to move; Placement still names their (live) holders.
 	Lost []int `json:"lost"`
-	// Unavailable are shards lost too but not rebuilt by this task (no
-	// server can take them yet), ascending. They are never helpers, and a
-	// CORE repair plans for Lost and Unavailable together: a Clay or PM
-	// single-failure plan would ask them for their part.
+	// Unavailable are the other shards that cannot help, ascending: lost
+	// ones no server can take yet, and any on a dead or suspect server.
+	// They are never helpers, and a CORE repair plans for Lost and
+	// Unavailable together: a Clay or PM single-failure plan would ask
+	// them for their part.
 	Unavailable []int `json:"unavailable,omitempty"`
 	// Method is how to rebuild them.
 	Method Method `json:"method"`

@@ -35,8 +35,9 @@ func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrp
 	if err := targetsValid(g, req.Lost, req.Targets); err != nil {
 		return shardrpc.RepairReport{}, err
 	}
-	failed := slices.Compact(sortedCopy(append(slices.Clone(req.Lost), req.Erased...)))
-	if len(failed) != len(req.Lost)+len(req.Erased) {
+	failed := slices.Concat(req.Lost, req.Erased)
+	slices.Sort(failed)
+	if failed = slices.Compact(failed); len(failed) != len(req.Lost)+len(req.Erased) {
 		return shardrpc.RepairReport{}, fmt.Errorf("%w: shards %v are both lost and erased", shardrpc.ErrBadRequest, req.Erased)
 	}
 	plan, err := s.plan(g, failed)
@@ -157,12 +158,6 @@ func (s *Server) runCore(ctx context.Context, req shardrpc.CoreRequest) (shardrp
 		return shardrpc.RepairReport{}, err
 	}
 	return rep.rep, nil
-}
-
-func sortedCopy(a []int) []int {
-	b := slices.Clone(a)
-	slices.Sort(b)
-	return b
 }
 
 // repairHelper streams this helper's encoding for a failure set: for every
