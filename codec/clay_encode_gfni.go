@@ -144,11 +144,9 @@ func (c *Clay) program() (*clayProgram, error) {
 	for z0 := 0; z0 < c.alpha; z0 += q {
 		inputs(z0)
 		outputs(z0)
-	}
-	// In plane z0+j of a run, parity node x < j is the lo half of the pair
-	// whose hi half is parity node j in plane z0+x, stored as U when that
-	// plane ran; x >= j is a hi half or a dot, stored as computed.
-	for z0 := 0; z0 < c.alpha; z0 += q {
+		// In plane z0+j, parity node x < j is the lo half of the pair
+		// whose hi half is parity node j in plane z0+x, stored as U when
+		// that plane ran; x >= j is a hi half or a dot, stored as computed.
 		for j := 0; j < q; j++ {
 			for x := 0; x < c.m; x++ {
 				fix := sref{-1, 0}
