@@ -294,8 +294,12 @@ func TestRepairHelperKilled(t *testing.T) {
 		})
 	}
 	up()
-	// 6 MiB of data: ~1.5 MiB per shard, ~0.4 s per shard at 4 MB/s.
-	g := writeGroup(t, rn, "rs-4-2", 256<<10, 6<<20, rn.nodes[:6])
+	// 8 MiB of data: 2 MiB per shard, so a helper needs 0.5 s at 4 MB/s
+	// to send its shard. The kill comes 150 ms into the repair, leaving
+	// a loaded machine ~0.35 s of lateness before the victim could have
+	// sent (and the kernel delivered after its death) every byte, which
+	// would let the repair succeed.
+	g := writeGroup(t, rn, "rs-4-2", 256<<10, 8<<20, rn.nodes[:6])
 	for _, m := range []repair.Method{repair.PushRep, repair.Core, repair.PullRep} {
 		victim := map[repair.Method]int{repair.PushRep: 2, repair.Core: 3, repair.PullRep: 4}[m]
 		t.Run(string(m), func(t *testing.T) {
@@ -305,7 +309,7 @@ func TestRepairHelperKilled(t *testing.T) {
 			task.Helpers = []int{1, 2, 3, 4, 5}
 			task.Dest = map[int]repair.Node{0: rn.nodes[6]}
 			go func() {
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(150 * time.Millisecond)
 				procs[victim].cmd.Process.Kill()
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
