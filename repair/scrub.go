@@ -20,22 +20,32 @@ import (
 // holds that shard, so no coordination is needed, and the placement does
 // not change.
 
+// scrubEvery is how many scan intervals a scrub pass takes at least. A
+// pass over a server of small objects ends in moments (it reads little),
+// and starting the next one at once would walk every manifest again for
+// almost nothing; one that reads terabytes at ScrubRate takes weeks and
+// is not slowed.
+const scrubEvery = 10
+
 func (w *Worker) runScrub(ctx context.Context) {
 	lim := rate.NewLimiter(rate.Limit(w.cfg.ScrubRate), int(max(w.cfg.ScrubRate, 1<<20)))
 	for ctx.Err() == nil {
-		start := w.now()
-		if err := w.scrubPass(ctx, lim); err != nil && ctx.Err() == nil {
+		start := time.Now()
+		walk, err := w.scrubPass(ctx, lim)
+		if err != nil && ctx.Err() == nil {
 			w.log.Error("scrub", "err", err)
 		}
-		// A pass over an (almost) empty server must not spin.
 		select {
 		case <-ctx.Done():
-		case <-time.After(max(time.Second, w.cfg.ScanInterval-w.now().Sub(start))):
+		case <-time.After(max(time.Second, scrubEvery*w.cfg.ScanInterval-time.Since(start), walkPace*walk)):
 		}
 	}
 }
 
-func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) error {
+// scrubPass verifies every shard of this server once. walk is how long
+// listing them took (the pass's CPU-bound part; the reads are paced).
+func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Duration, err error) {
+	start := time.Now()
 	var mine []*metadata.Manifest
 	if err := w.eachManifest(ctx, func(m *metadata.Manifest) error {
 		if slices.Contains(m.Placement, w.cfg.NodeID) {
@@ -43,14 +53,15 @@ func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) error {
 		}
 		return nil
 	}); err != nil {
-		return err
+		return time.Since(start), err
 	}
+	walk = time.Since(start)
 	for _, m := range mine {
 		if err := w.scrubOne(ctx, lim, m); err != nil {
-			return err
+			return walk, err
 		}
 	}
-	return nil
+	return walk, nil
 }
 
 // scrubOne verifies this server's shards of m and queues their rebuild

@@ -38,7 +38,8 @@ type Config struct {
 	// server's shards to verify them (0: no scrubbing).
 	ScrubRate int64
 	// ScanInterval is how often the local manifests are walked for
-	// affected stripe groups.
+	// affected stripe groups (less often when a walk is slow: see
+	// walkPace). A scrub pass starts at most every scrubEvery of them.
 	ScanInterval time.Duration
 	// SyncInterval is how often this server checks the writes made since
 	// its last such pass (up to one interval ago) with their live
@@ -102,8 +103,7 @@ func (c *Config) Validate() error {
 
 // Store is the local metadata store (*metadata.Store).
 type Store interface {
-	ListBuckets(ctx context.Context) ([]metadata.Bucket, error)
-	List(ctx context.Context, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
+	EachManifest(ctx context.Context, fn func(*metadata.Manifest) error) error
 	GetManifest(ctx context.Context, bucket, key string) (*metadata.Manifest, error)
 }
 
@@ -283,9 +283,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		wg.Go(func() { w.runScrub(ctx) })
 	}
 	w.kickSync()
-	tick := time.NewTicker(w.cfg.ScanInterval)
-	defer tick.Stop()
 	for {
+		start := time.Now()
 		if err := w.scan(ctx); err != nil && ctx.Err() == nil {
 			w.log.Error("repair scan", "err", err)
 			w.mu.Lock()
@@ -296,9 +295,24 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			wg.Wait()
 			return nil
-		case <-tick.C:
+		case <-time.After(walkWait(w.cfg.ScanInterval, time.Since(start))):
 		}
 	}
+}
+
+// walkPace bounds the time the walks over every local manifest (the
+// repair scan, the scrubber's) take: after a walk of d the next starts no
+// sooner than walkPace*d later, so walking takes at most a fifth of a
+// core however many objects the server holds. Without it a server with
+// more manifests than it can walk in one interval (or twelve servers on
+// one machine, as in regen dev) would walk back to back and keep its
+// cores busy while idle.
+const walkPace = 4
+
+// walkWait is how long to wait after a walk that took took, for walks
+// meant to start every interval.
+func walkWait(interval, took time.Duration) time.Duration {
+	return max(interval-took, walkPace*took)
 }
 
 // nodeView is the membership as one scan sees it.
@@ -375,44 +389,19 @@ func coordinator(v nodeView, pl []string) string {
 
 // eachManifest calls fn for every live manifest in the local store:
 // erasure-coded objects and small objects stored inline in their
-// manifest (no parts; their placement servers hold the manifest).
+// manifest (no parts; their placement servers hold the manifest). The
+// manifests come without their inline data, which no walk needs.
 func (w *Worker) eachManifest(ctx context.Context, fn func(*metadata.Manifest) error) error {
-	buckets, err := w.store.ListBuckets(ctx)
-	if err != nil {
-		return fmt.Errorf("repair: list buckets: %w", err)
-	}
-	for _, b := range buckets {
-		q := metadata.ListQuery{Bucket: b.Name, Limit: metadata.MaxListLimit}
-		for {
-			entries, more, err := w.store.List(ctx, q)
-			if err != nil {
-				return fmt.Errorf("repair: list %s: %w", b.Name, err)
-			}
-			for _, e := range entries {
-				if e.Key == "" || e.Deleted {
-					continue
-				}
-				m, err := w.store.GetManifest(ctx, b.Name, e.Key)
-				if errors.Is(err, metadata.ErrNotFound) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if m.Deleted || len(m.Placement) == 0 {
-					continue
-				}
-				if err := fn(m); err != nil {
-					return err
-				}
-			}
-			if !more || len(entries) == 0 {
-				break
-			}
-			q.After = entries[len(entries)-1].Key
+	err := w.store.EachManifest(ctx, func(m *metadata.Manifest) error {
+		if len(m.Placement) == 0 {
+			return nil
 		}
+		return fn(m)
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("repair: walk manifests: %w", err)
 	}
-	return nil
+	return err
 }
 
 // scan walks the local manifests, counts the stripe groups this server

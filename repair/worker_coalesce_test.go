@@ -78,3 +78,17 @@ func TestUnknownNodeLostOnlyAfterUnknownGrace(t *testing.T) {
 		t.Error("a live known node is down")
 	}
 }
+
+func TestWalkWait(t *testing.T) {
+	for _, tc := range []struct{ interval, took, want time.Duration }{
+		{time.Second, 10 * time.Millisecond, 990 * time.Millisecond}, // quick walk: every interval
+		{time.Second, 200 * time.Millisecond, 800 * time.Millisecond},
+		{time.Second, 300 * time.Millisecond, 1200 * time.Millisecond}, // slow walk: 1/5 of the time
+		{30 * time.Second, 20 * time.Second, 80 * time.Second},
+		{time.Second, 0, time.Second},
+	} {
+		if got := walkWait(tc.interval, tc.took); got != tc.want {
+			t.Errorf("walkWait(%s, %s) = %s, want %s", tc.interval, tc.took, got, tc.want)
+		}
+	}
+}

@@ -182,6 +182,15 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 			return 0 // an earlier holder does it
 		}
 	}
+	if len(m.Parts) == 0 {
+		// An inline object: the walk left its data out, and a peer must
+		// get all of it.
+		full, err := w.store.GetManifest(ctx, m.Bucket, m.Key)
+		if err != nil || full.Version != m.Version {
+			return 0 // replaced meanwhile; the next pass looks again
+		}
+		m = full
+	}
 	var lost []int
 	given := 0
 	for _, a := range behind {

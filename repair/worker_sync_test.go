@@ -33,9 +33,8 @@ func (f *fakeCluster) Members() []cluster.Member {
 	return slices.Clone(f.members)
 }
 
-func (f *fakeCluster) ListBuckets(context.Context) ([]metadata.Bucket, error) { return nil, nil }
-func (f *fakeCluster) List(context.Context, metadata.ListQuery) ([]metadata.ListEntry, bool, error) {
-	return nil, false, nil
+func (f *fakeCluster) EachManifest(context.Context, func(*metadata.Manifest) error) error {
+	return nil
 }
 func (f *fakeCluster) GetManifest(_ context.Context, bucket, key string) (*metadata.Manifest, error) {
 	return f.local, nil

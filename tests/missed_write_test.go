@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -27,38 +28,51 @@ func TestWriteMissedByLiveServerIsHealed(t *testing.T) {
 	// such return asks for a full sync, which would heal the miss too. Let
 	// those rounds pass, so only the periodic sync is left to find it.
 	time.Sleep(6 * time.Second)
-	o := lifeObj{bucket: "missed", key: "obj", size: 300<<10 + 11, seed: 41}
-	l.putObj(t, o, "")
-
-	m := l.manifest(t, o)
-	idx := len(m.Placement) - 1 // not the first holder, which does the healing
-	x := d.info.Shards[l.serverIndex()[m.Placement[idx]]].Addr
-	if err := l.sc.AbortManifest(ctx(t), x, o.bucket, o.key, m.Version); err != nil {
-		t.Fatal(err)
+	// A striped object, and a small one stored inline in its manifest
+	// (the sync's walk reads manifests without their inline data, and
+	// must still give the whole object).
+	objs := []lifeObj{
+		{bucket: "missed", key: "obj", size: 300<<10 + 11, seed: 41},
+		{bucket: "missed", key: "small", size: 5<<10 + 3, seed: 42},
 	}
-	for _, p := range m.Parts {
-		if err := l.sc.DeleteShard(ctx(t), x, p.ID, idx); err != nil {
+	for _, o := range objs {
+		l.putObj(t, o, "")
+	}
+
+	for _, o := range objs {
+		m := l.manifest(t, o)
+		if inline := len(m.Parts) == 0; inline != (o.key == "small") {
+			t.Fatalf("%s: stored inline %v, the test needs one of each", o.key, inline)
+		}
+		idx := len(m.Placement) - 1 // not the first holder, which does the healing
+		x := d.info.Shards[l.serverIndex()[m.Placement[idx]]].Addr
+		if err := l.sc.AbortManifest(ctx(t), x, o.bucket, o.key, m.Version); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := l.sc.GetManifest(ctx(t), x, o.bucket, o.key); !errors.Is(err, shardrpc.ErrNotFound) {
-		t.Fatalf("the simulated miss left server %s a manifest (err %v)", m.Placement[idx], err)
-	}
-
-	waitFor(t, 60*time.Second, "the server that missed the write to hold its manifest and shard again", func() bool {
-		cur, err := l.sc.GetManifest(ctx(t), x, o.bucket, o.key)
-		if err != nil || cur.Version != m.Version {
-			return false
-		}
 		for _, p := range m.Parts {
-			info, err := l.sc.StatShard(ctx(t), x, p.ID, idx)
-			if err != nil || info.CRC != p.ShardCRC[idx] {
-				return false
+			if err := l.sc.DeleteShard(ctx(t), x, p.ID, idx); err != nil {
+				t.Fatal(err)
 			}
 		}
-		return true
-	})
-	if got := get(t, l.c, o.bucket, o.key, minio.GetObjectOptions{}); sha(got) != sha(o.data()) {
-		t.Fatal("the object differs after the heal")
+		if _, err := l.sc.GetManifest(ctx(t), x, o.bucket, o.key); !errors.Is(err, shardrpc.ErrNotFound) {
+			t.Fatalf("%s: the simulated miss left server %s a manifest (err %v)", o.key, m.Placement[idx], err)
+		}
+
+		waitFor(t, 60*time.Second, o.key+": the server that missed the write to hold its manifest and shard again", func() bool {
+			cur, err := l.sc.GetManifest(ctx(t), x, o.bucket, o.key)
+			if err != nil || cur.Version != m.Version || !bytes.Equal(cur.Inline, m.Inline) {
+				return false
+			}
+			for _, p := range m.Parts {
+				info, err := l.sc.StatShard(ctx(t), x, p.ID, idx)
+				if err != nil || info.CRC != p.ShardCRC[idx] {
+					return false
+				}
+			}
+			return true
+		})
+		if got := get(t, l.c, o.bucket, o.key, minio.GetObjectOptions{}); sha(got) != sha(o.data()) {
+			t.Fatalf("%s differs after the heal", o.key)
+		}
 	}
 }
