@@ -187,7 +187,10 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 		// get all of it.
 		full, err := w.store.GetManifest(ctx, m.Bucket, m.Key)
 		if err != nil || full.Version != m.Version {
-			return 0 // replaced meanwhile; the next pass looks again
+			// Replaced meanwhile (its own pass checks the newer
+			// version), or unreadable here: give nothing rather than a
+			// manifest without its data.
+			return 0
 		}
 		m = full
 	}
