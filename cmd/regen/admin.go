@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,76 +19,98 @@ import (
 	"github.com/regen-s3/regen/internal/sigv4"
 )
 
-func runAdmin(ctx context.Context, args []string, stdout io.Writer) error {
-	sub := map[string]func(context.Context, *adminClient, []string, io.Writer) error{
-		"status": adminStatus,
-		"nodes":  adminNodes,
-		"drain":  adminDrain,
-	}
-	if len(args) >= 2 && args[0] == "repair" && args[1] == "watch" {
-		return adminRun(ctx, "repair watch", args[2:], stdout, adminRepairWatch)
-	}
-	if len(args) >= 2 && args[0] == "bucket" && args[1] == "set-code" {
-		return adminRun(ctx, "bucket set-code", args[2:], stdout, adminBucketSetCode)
-	}
-	if len(args) == 0 || sub[args[0]] == nil {
-		return usageErrorf("%s", adminUsage)
-	}
-	return adminRun(ctx, args[0], args[1:], stdout, sub[args[0]])
+// adminCommand is one `regen admin` subcommand.
+type adminCommand struct {
+	name, args, summary string
+	run                 func(context.Context, *adminClient, []string, io.Writer) error
 }
 
-const adminUsage = `usage: regen admin COMMAND [--endpoint URL] [--access-key K --secret-key S] [--json]
+// adminCommands lists every admin subcommand, in the order help shows them;
+// `regen --help` and `regen admin` print this list.
+func adminCommands() []adminCommand {
+	return []adminCommand{
+		{"status", "", "cluster summary and every node", adminStatus},
+		{"nodes", "", "every node: role, state, address, shards, disk", adminNodes},
+		{"repair watch", "", "repair progress until nothing is degraded", adminRepairWatch},
+		{"drain", "NODE", "move a shard server's shards to the others before removing it; shows progress\n" +
+			"until it holds none (--watch: only show progress, --no-wait: only start, --cancel: stop draining)", adminDrain},
+		{"bucket set-code", "BUCKET CODE", "code for the bucket's new objects (e.g. clay-6-3; \"\" for the default)", adminBucketSetCode},
+	}
+}
 
-commands:
-  status                     cluster summary and every node
-  nodes                      every node: role, state, address, shards, disk
-  repair watch               repair progress until nothing is degraded
-  drain NODE                 move a shard server's shards to the others before removing it;
-                             shows progress until it holds none (--watch: only show progress,
-                             --no-wait: only start, --cancel: stop draining)
-  bucket set-code BUCKET CODE  code for the bucket's new objects (e.g. clay-6-3; "" for the default)`
+// adminList writes the subcommands, one per line, indented by indent.
+func adminList(w io.Writer, indent string) {
+	for _, c := range adminCommands() {
+		head := strings.TrimSpace(c.name + " " + c.args)
+		for i, line := range strings.Split(c.summary, "\n") {
+			if i > 0 {
+				head = ""
+			}
+			fmt.Fprintf(w, "%s%-28s %s\n", indent, head, line)
+		}
+	}
+}
 
-func adminRun(ctx context.Context, name string, args []string, stdout io.Writer, fn func(context.Context, *adminClient, []string, io.Writer) error) error {
-	fs := flag.NewFlagSet("admin "+name, flag.ContinueOnError)
+func runAdmin(ctx context.Context, args []string, stdout io.Writer) error {
+	for _, c := range adminCommands() {
+		words := strings.Fields(c.name)
+		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == c.name {
+			return adminRun(ctx, c, args[len(words):], stdout)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("usage: regen admin COMMAND [--endpoint URL] [--access-key K --secret-key S] [--json]\n\ncommands:\n")
+	adminList(&b, "  ")
+	b.WriteString("\nrun 'regen admin COMMAND -h' for its flags")
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stdout, b.String())
+		if len(args) == 0 {
+			return usageErrorf("missing command")
+		}
+		return nil
+	}
+	return usageErrorf("unknown admin command %q\n\n%s", args[0], b.String())
+}
+
+func adminRun(ctx context.Context, cmd adminCommand, args []string, stdout io.Writer) error {
+	o := newOptionSet("admin "+cmd.name, strings.ReplaceAll(cmd.summary, "\n", " "))
+	o.args = cmd.args
 	// The timeout bounds every call: a wrong endpoint that swallows
 	// packets must not hang the command.
 	c := &adminClient{hc: &http.Client{Timeout: 30 * time.Second}}
-	fs.StringVar(&c.endpoint, "endpoint", env("REGEN_ENDPOINT", "http://127.0.0.1:9000"), "gateway URL (REGEN_ENDPOINT)")
-	fs.StringVar(&c.accessKey, "access-key", env("REGEN_ACCESS_KEY", env("AWS_ACCESS_KEY_ID", defaultAccessKey)), "access key (REGEN_ACCESS_KEY, AWS_ACCESS_KEY_ID)")
-	fs.StringVar(&c.secretKey, "secret-key", env("REGEN_SECRET_KEY", env("AWS_SECRET_ACCESS_KEY", defaultSecretKey)), "secret key (REGEN_SECRET_KEY, AWS_SECRET_ACCESS_KEY)")
-	fs.StringVar(&c.region, "region", env("REGEN_REGION", "us-east-1"), "region (REGEN_REGION)")
-	jsonOut := fs.Bool("json", false, "print JSON")
-	fs.DurationVar(&c.timeout, "timeout", 0, "repair watch, drain: give up watching after this long, 0 = never")
-	if name == "drain" {
-		fs.BoolVar(&c.drain.cancel, "cancel", false, "stop draining: the node takes new shards again (what moved stays moved)")
-		fs.BoolVar(&c.drain.watch, "watch", false, "only show the drain's progress, do not start it")
-		fs.BoolVar(&c.drain.noWait, "no-wait", false, "start the drain and return without showing progress")
+	o.String(&c.endpoint, "endpoint", "REGEN_ENDPOINT", "http://127.0.0.1:9000", "gateway URL")
+	o.String(&c.accessKey, "access-key", "REGEN_ACCESS_KEY", defaultAccessKey, "access key").alsoEnv("AWS_ACCESS_KEY_ID")
+	o.String(&c.secretKey, "secret-key", "REGEN_SECRET_KEY", defaultSecretKey, "secret key").alsoEnv("AWS_SECRET_ACCESS_KEY")
+	o.String(&c.region, "region", "REGEN_REGION", "us-east-1", "region")
+	o.Bool(&c.json, "json", "", false, "print JSON")
+	if cmd.name == "repair watch" || cmd.name == "drain" {
+		o.Duration(&c.timeout, "timeout", "", 0, "give up watching after this long, 0 = never")
 	}
-	// Flags may come before or after the positional arguments.
-	var pos []string
-	for {
-		fs.SetOutput(os.Stderr)
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{err}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	if cmd.name == "drain" {
+		o.Bool(&c.drain.cancel, "cancel", "", false, "stop draining: the node takes new shards again (what moved stays moved)")
+		o.Bool(&c.drain.watch, "watch", "", false, "only show the drain's progress, do not start it")
+		o.Bool(&c.drain.noWait, "no-wait", "", false, "start the drain and return without showing progress")
 	}
+	pos, err := o.ParseArgs(args, c.Validate)
+	if err != nil {
+		return err
+	}
+	return cmd.run(ctx, c, pos, stdout)
+}
+
+// Validate checks the admin options.
+func (c *adminClient) Validate() error {
 	if c.accessKey == "" || c.secretKey == "" {
 		return usageErrorf("no credentials: set --access-key and --secret-key (or REGEN_ACCESS_KEY and REGEN_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
 	}
 	u, err := url.Parse(c.endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageErrorf("--endpoint %q: want a URL like http://127.0.0.1:9000", c.endpoint)
+		return badOption("endpoint", "want a URL like http://127.0.0.1:9000")
 	}
-	c.json = *jsonOut
-	return fn(ctx, c, pos, stdout)
+	if c.timeout < 0 {
+		return badOption("timeout", "must not be negative")
+	}
+	return nil
 }
 
 type adminClient struct {
@@ -255,17 +276,27 @@ func humanBytes(n int64) string {
 }
 
 func runHealth(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("health", flag.ContinueOnError)
-	addr := fs.String("addr", env("REGEN_HEALTH_ADDR", "127.0.0.1:9000"), "host:port of the server to probe")
-	path := fs.String("path", "/healthz", "path to probe (/healthz or /readyz)")
-	if err := parseFlags(fs, args); err != nil {
+	o := newOptionSet("health", "Probe a server's health endpoint; exit status 0 when it answers 200 (for container healthchecks).")
+	var addr, path string
+	o.String(&addr, "addr", "REGEN_HEALTH_ADDR", "127.0.0.1:9000", "host:port of the server to probe")
+	o.String(&path, "path", "", "/healthz", "path to probe (/healthz or /readyz)")
+	err := o.Parse(args, func() error {
+		if err := checkHostPort("addr", addr); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(path, "/") {
+			return badOption("path", "want a path starting with /")
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+*path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
-		return usageErrorf("--addr %q: %v", *addr, err)
+		return usageErrorf("--addr %q: %v", addr, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

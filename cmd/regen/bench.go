@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -65,40 +64,46 @@ type BenchRow struct {
 
 type benchFlags struct {
 	codes, failures, methods, srus listFlag
-	netLimit, dataPerNode, chunk   string
+	netLimit, dataPerNode, chunk   int64
 	parallel, runs, groupStripes   int
 	json                           bool
 	dir                            string
 }
 
 func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench repair", flag.ContinueOnError)
+	o := newOptionSet("bench repair", "Time repair methods on a local cluster with a capped network (BENCHMARKS.md).")
 	var f benchFlags
-	fs.Var(&f.codes, "code", "code(s) to benchmark, comma-separated (default rs-6-3)")
-	fs.Var(&f.failures, "failures", "lost shards per stripe group t, comma-separated (default 1)")
-	fs.Var(&f.methods, "methods", "methods, comma-separated (default pull-rep,pull-sur,push-rep,push-sur,core)")
-	fs.Var(&f.srus, "sru", "slice sizes, comma-separated, e.g. 64KiB,128KiB,256KiB (default 256KiB)")
-	fs.StringVar(&f.netLimit, "net-limit", "12.5MB", "per-server network cap per direction (12.5MB = 100 Mb/s: the papers' 1 Gb/s scaled by 1/10, "+
+	o.List(&f.codes, "code", "", []string{"rs-6-3"}, "code(s) to benchmark, comma-separated")
+	o.List(&f.failures, "failures", "", []string{"1"}, "lost shards per stripe group t, comma-separated")
+	o.List(&f.methods, "methods", "", []string{"pull-rep,pull-sur,push-rep,push-sur,core"}, "methods, comma-separated")
+	o.List(&f.srus, "sru", "", []string{"256KiB"}, "slice sizes, comma-separated, e.g. 64KiB,128KiB,256KiB")
+	o.Rate(&f.netLimit, "net-limit", "", 12_500_000, "per-server network cap per direction (12.5MB = 100 Mb/s: the papers' 1 Gb/s scaled by 1/10, "+
 		"because ~20 server processes share this machine's cores; 125MB = 1 Gb/s; 0 = none)")
-	fs.StringVar(&f.dataPerNode, "data-per-node", "32MiB", "shard data each of the n placement servers holds")
-	fs.StringVar(&f.chunk, "chunk", "1MiB", "shard chunk of a full stripe")
-	fs.IntVar(&f.groupStripes, "group-stripes", 16, "stripes per stripe group (one shard file per server per group)")
-	fs.IntVar(&f.parallel, "parallel", 2, "stripe groups repaired at once")
-	fs.IntVar(&f.runs, "runs", 1, "repeat every method this often (interleaved) and report medians")
-	fs.BoolVar(&f.json, "json", false, "print one JSON row per measurement instead of a table")
-	fs.StringVar(&f.dir, "dir", "", "data directory for the bench cluster (default: a temp dir, removed)")
-	if err := parseFlags(fs, args); err != nil {
+	o.Size(&f.dataPerNode, "data-per-node", "", 32<<20, "shard data each of the n placement servers holds")
+	o.Size(&f.chunk, "chunk", "", 1<<20, "shard chunk of a full stripe")
+	o.Int(&f.groupStripes, "group-stripes", "", 16, "stripes per stripe group (one shard file per server per group)")
+	o.Int(&f.parallel, "parallel", "", 2, "stripe groups repaired at once")
+	o.Int(&f.runs, "runs", "", 1, "repeat every method this often (interleaved) and report medians")
+	o.Bool(&f.json, "json", "", false, "print one JSON row per measurement instead of a table")
+	o.String(&f.dir, "dir", "", "", "data directory for the bench cluster (default: a temp dir, removed)")
+	err := o.Parse(args, func() error {
+		switch {
+		case f.dataPerNode <= 0:
+			return badOption("data-per-node", "must be positive")
+		case f.chunk <= 0:
+			return badOption("chunk", "must be positive")
+		case f.parallel < 1:
+			return badOption("parallel", "want at least 1")
+		case f.runs < 1:
+			return badOption("runs", "want at least 1")
+		case f.groupStripes < 1:
+			return badOption("group-stripes", "want at least 1")
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	def := func(l *listFlag, v string) {
-		if len(*l) == 0 {
-			*l = listFlag{v}
-		}
-	}
-	def(&f.codes, "rs-6-3")
-	def(&f.failures, "1")
-	def(&f.methods, "pull-rep,pull-sur,push-rep,push-sur,core")
-	def(&f.srus, "256KiB")
 	split := func(l listFlag) []string {
 		var out []string
 		for _, v := range l {
@@ -126,15 +131,7 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 		}
 		srus = append(srus, int(v))
 	}
-	limit, err1 := netlimit.ParseRate(f.netLimit)
-	perNode, err2 := netlimit.ParseRate(f.dataPerNode)
-	chunk, err3 := netlimit.ParseRate(f.chunk)
-	if err1 != nil || err2 != nil || err3 != nil || perNode <= 0 || chunk <= 0 {
-		return usageErrorf("bad --net-limit, --data-per-node or --chunk")
-	}
-	if f.parallel < 1 || f.runs < 1 || f.groupStripes < 1 {
-		return usageErrorf("--parallel, --runs and --group-stripes must be at least 1")
-	}
+	limit, perNode, chunk := f.netLimit, f.dataPerNode, f.chunk
 	dir := f.dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "regen-bench-")

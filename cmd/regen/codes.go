@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -18,18 +17,21 @@ import (
 // failure pattern of each requested size, execute its repair plan on random
 // data, verify the rebuilt bytes and report the measured bandwidth.
 func runCodes(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("codes", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	name := fs.String("code", "clay-10-10", "code name: rs-K-M, clay-K-M or pm-K-M")
-	failures := fs.String("failures", "1,2,3,4", "comma-separated failure counts t")
-	sample := fs.Int("sample", 0, "patterns per t when there are more (0 = all)")
-	seed := fs.Int64("seed", 1, "seed for data and pattern sampling")
-	asJSON := fs.Bool("json", false, "print one JSON object per t")
-	chunk := fs.Int("chunk", 0, "shard chunk bytes per stripe (0 = 64 bytes per sub-chunk)")
-	if err := fs.Parse(args); err != nil {
+	o := newOptionSet("codes", "Survey the repair bandwidth of an erasure code: every failure pattern's repair runs on random data and is verified.")
+	var name, failures string
+	var sample, chunk int
+	var seed int
+	var asJSON bool
+	o.String(&name, "code", "", "clay-10-10", "code name: rs-K-M, clay-K-M or pm-K-M")
+	o.String(&failures, "failures", "", "1,2,3,4", "comma-separated failure counts t")
+	o.Int(&sample, "sample", "", 0, "patterns per t when there are more (0 = all)")
+	o.Int(&seed, "seed", "", 1, "seed for data and pattern sampling")
+	o.Bool(&asJSON, "json", "", false, "print one JSON object per t")
+	o.Int(&chunk, "chunk", "", 0, "shard chunk bytes per stripe (0 = 64 bytes per sub-chunk)")
+	if err := o.Parse(args, nil); err != nil {
 		return err
 	}
-	c, err := codec.Parse(*name)
+	c, err := codec.Parse(name)
 	if err != nil {
 		return err
 	}
@@ -37,7 +39,7 @@ func runCodes(ctx context.Context, args []string, stdout io.Writer) error {
 	if !ok {
 		return fmt.Errorf("codes: %s has no repair planner", c.Name())
 	}
-	ts, err := parseInts(*failures)
+	ts, err := parseInts(failures)
 	if err != nil {
 		return err
 	}
@@ -50,11 +52,11 @@ func runCodes(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(valid) == 0 {
 		return fmt.Errorf("codes: %s tolerates at most %d failures", c.Name(), c.ParityShards())
 	}
-	rows, err := codec.Survey(ctx, rc, codec.SurveyOptions{Failures: valid, Sample: *sample, Seed: *seed, Chunk: *chunk})
+	rows, err := codec.Survey(ctx, rc, codec.SurveyOptions{Failures: valid, Sample: sample, Seed: int64(seed), Chunk: chunk})
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, r := range rows {
 			if err := enc.Encode(r); err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -39,32 +38,53 @@ type DevProcess struct {
 	Data   string `json:"data,omitempty"`
 }
 
-func runDev(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	var gf gatewayFlags
-	gf.register(fs)
-	data := fs.String("data", env("REGEN_DATA", "./data"), "data directory of the whole dev cluster (REGEN_DATA)")
-	shards := fs.Int("shards", envInt("REGEN_SHARDS", 12), "number of shard servers (REGEN_SHARDS)")
-	var rf repairFlags
-	rf.register(fs)
-	sdef := shardserver.DefaultConfig()
-	gcDelay := fs.Duration("gc-delay", envDuration("REGEN_GC_DELAY", sdef.GCDelay), "shard servers' --gc-delay (REGEN_GC_DELAY)")
-	rollbackAfter := fs.Duration("rollback-after", envDuration("REGEN_ROLLBACK_AFTER", sdef.RollbackAfter), "shard servers' --rollback-after (REGEN_ROLLBACK_AFTER)")
-	if err := parseFlags(fs, args); err != nil {
+// devFlags are the options of `regen dev`: a gateway's, the repair options
+// and GC timings it passes on to its shard servers, and its own.
+type devFlags struct {
+	gateway gatewayFlags
+	data    string
+	shards  int
+	repair  repairFlags
+	shard   shardFlags // only the GC timings are used
+}
+
+func (f *devFlags) register(o *optionSet) {
+	f.gateway.register(o, true)
+	o.String(&f.data, "data", "REGEN_DATA", "./data", "data directory of the whole dev cluster")
+	o.Int(&f.shards, "shards", "REGEN_SHARDS", 12, "number of shard servers")
+	f.repair.register(o, devRepairDefaults())
+	f.shard.registerGC(o)
+}
+
+// Validate checks dev's options.
+func (f *devFlags) Validate() error {
+	if f.shards < 1 || f.shards > 64 {
+		return badOption("shards", "want 1..64")
+	}
+	if f.data == "" {
+		return badOption("data", "must not be empty")
+	}
+	if err := f.gateway.Validate(); err != nil {
 		return err
 	}
-	if *shards < 1 || *shards > 64 {
-		return usageErrorf("--shards %d: want 1..64", *shards)
+	if err := f.repair.Validate(); err != nil {
+		return err
 	}
-	setByUser := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { setByUser[f.Name] = true })
-	if !setByUser["storage-class"] && os.Getenv("REGEN_STORAGE_CLASSES") == "" {
+	return f.shard.validateGC()
+}
+
+func runDev(ctx context.Context, args []string, stdout io.Writer) error {
+	o := newOptionSet("dev", "Run a gateway and N shard servers on this machine, each shard server its own process,\n"+
+		"with repair timings for one machine (the defaults below are dev's own).")
+	var f devFlags
+	f.register(o)
+	if err := o.Parse(args, f.Validate); err != nil {
+		return err
+	}
+	gf, rf, sf, data, shards := &f.gateway, &f.repair, &f.shard, f.data, f.shards
+	if !o.Given("storage-class") {
 		gf.classes = listFlag{"STANDARD=" + gf.code, "STANDARD_IA=clay-6-3"}
 	}
-	if !setByUser["gossip-profile"] && os.Getenv("REGEN_GOSSIP_PROFILE") == "" {
-		gf.profile = "local" // one machine: detect failures in seconds
-	}
-	rf.devDefaults(setByUser)
 	if gf.secret == "" {
 		var b [16]byte
 		rand.Read(b[:])
@@ -74,7 +94,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*data, 0o755); err != nil {
+	if err := os.MkdirAll(data, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	cfg, err := gf.config()
@@ -87,8 +107,8 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	} else {
 		ln.Close()
 	}
-	pickGossip := !setByUser["gossip"] && os.Getenv("REGEN_GOSSIP") == ""
-	gwLog, err := os.OpenFile(filepath.Join(*data, "gateway.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	pickGossip := !o.Given("gossip")
+	gwLog, err := os.OpenFile(filepath.Join(data, "gateway.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -97,7 +117,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	gw, err := startDevGateway(ctx, cfg, &gf, pickGossip)
+	gw, err := startDevGateway(ctx, cfg, gf, pickGossip)
 	if err != nil {
 		return err
 	}
@@ -111,8 +131,8 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	sup := &devSupervisor{ctx: ctx, self: self, stdout: stdout, env: append(os.Environ(), "REGEN_CLUSTER_SECRET="+gf.secret)}
 	defer sup.stopAll()
-	for i := range *shards {
-		dir := filepath.Join(*data, fmt.Sprintf("shard-%02d", i+1))
+	for i := range shards {
+		dir := filepath.Join(data, fmt.Sprintf("shard-%02d", i+1))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -123,20 +143,20 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		args := []string{"shard", "--data", dir, "--join", gf.gossip, "--gossip-profile", gf.profile,
 			"--log-format", gf.logFormat, "--log-level", gf.logLevel}
 		args = append(args, rf.args()...)
-		args = append(args, "--gc-delay", gcDelay.String(), "--rollback-after", rollbackAfter.String())
+		args = append(args, "--gc-delay", sf.gcDelay.String(), "--rollback-after", sf.rollbackAfter.String())
 		if err := sup.start(DevProcess{ID: id, Data: dir}, args); err != nil {
 			return fmt.Errorf("start shard server %d: %w", i+1, err)
 		}
 	}
-	if err := waitShards(ctx, gw.node, *shards, 90*time.Second); err != nil {
+	if err := waitShards(ctx, gw.node, shards, 90*time.Second); err != nil {
 		return err
 	}
 	info.Shards = sup.started()
 	b, _ := json.MarshalIndent(info, "", "  ")
-	if err := os.WriteFile(filepath.Join(*data, "dev.json"), append(b, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(data, "dev.json"), append(b, '\n'), 0o600); err != nil {
 		return err
 	}
-	printDev(stdout, info, *data, cfg.DefaultCode, gf.classes)
+	printDev(stdout, info, data, cfg.DefaultCode, gf.classes)
 	err = gw.wait()
 	fmt.Fprintln(stdout, "regen dev: stopping")
 	return err

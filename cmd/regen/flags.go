@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // listFlag is a repeatable string flag.
@@ -24,64 +22,39 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// env returns the REGEN_* variable or def.
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
+// logOptions are the logging and gossip options of every server command.
+type logOptions struct {
+	logFormat, logLevel string
+	profile             string // gossip timing
 }
 
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
+func (f *logOptions) register(o *optionSet, profile string) {
+	o.String(&f.logFormat, "log-format", "REGEN_LOG_FORMAT", "text", "log format: text or json")
+	o.String(&f.logLevel, "log-level", "REGEN_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	o.String(&f.profile, "gossip-profile", "REGEN_GOSSIP_PROFILE", profile, "gossip timing: lan, or local for one machine (failures seen in seconds)")
 }
 
-func envInt(name string, def int) int {
-	if v := os.Getenv(name); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
+// Validate checks the log and gossip options.
+func (f *logOptions) Validate() error {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return badOption("log-level", "want debug, info, warn or error")
 	}
-	return def
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return badOption("log-format", "want text or json")
+	}
+	if f.profile != "lan" && f.profile != "local" {
+		return badOption("gossip-profile", "want lan or local")
+	}
+	return nil
 }
 
-// envList splits a comma-separated REGEN_* variable.
-func envList(name string) listFlag {
-	var l listFlag
-	if v := os.Getenv(name); v != "" {
-		l.Set(v)
+// checkHostPort is a Validate helper for host:port options.
+func checkHostPort(name, v string) error {
+	if _, _, err := splitHostPort(name, v); err != nil {
+		return badOption(name, "want host:port, e.g. 127.0.0.1:9000")
 	}
-	return l
-}
-
-// parseSize reads sizes like 1048576, 64KiB, 1MiB, 125MB, 2G.
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"TB", 1000 * 1000 * 1000 * 1000},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
-	}
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("bad size %q (examples: 1048576, 64KiB, 1MiB, 125MB)", s)
-	}
-	return int64(n * float64(mult)), nil
+	return nil
 }
 
 // newLogger builds the process logger from --log-format and --log-level.

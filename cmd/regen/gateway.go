@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/gateway"
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/shardrpc"
@@ -29,7 +29,7 @@ const (
 	defaultSecretKey = "regenadmin-secret"
 )
 
-// gatewayFlags are the flags of `regen gateway` (and the gateway part of
+// gatewayFlags are the options of `regen gateway` (and the gateway part of
 // `regen dev`).
 type gatewayFlags struct {
 	addr, gossip, advertise string
@@ -41,37 +41,95 @@ type gatewayFlags struct {
 	region                  string
 	code                    string
 	classes                 listFlag
-	chunk                   string
-	logFormat, logLevel     string
-	profile                 string
-	tlsCert, tlsKey         string
-	domain                  string
-	opTimeout               time.Duration
+	chunk                   int64
+	logOptions
+	tlsCert, tlsKey string
+	domain          string
+	opTimeout       time.Duration
 }
 
-func (f *gatewayFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", env("REGEN_ADDR", "127.0.0.1:9000"), "S3 listen address host:port (REGEN_ADDR)")
-	fs.StringVar(&f.gossip, "gossip", env("REGEN_GOSSIP", "127.0.0.1:7946"), "gossip listen address host:port (REGEN_GOSSIP)")
-	fs.StringVar(&f.advertise, "advertise", env("REGEN_ADVERTISE", ""), "gossip address told to peers, if different (REGEN_ADVERTISE)")
-	fs.StringVar(&f.advertiseHTTP, "advertise-http", env("REGEN_ADVERTISE_HTTP", ""), "S3 address told to peers and shown in status, if different (REGEN_ADVERTISE_HTTP)")
-	f.join = envList("REGEN_JOIN")
-	fs.Var(&f.join, "join", "gossip address of a cluster member, repeatable (REGEN_JOIN, comma-separated)")
-	fs.StringVar(&f.secret, "secret", env("REGEN_CLUSTER_SECRET", ""), "cluster secret shared by all nodes (REGEN_CLUSTER_SECRET)")
-	fs.StringVar(&f.accessKey, "access-key", env("REGEN_ACCESS_KEY", defaultAccessKey), "S3 access key (REGEN_ACCESS_KEY)")
-	fs.StringVar(&f.secretKey, "secret-key", env("REGEN_SECRET_KEY", defaultSecretKey), "S3 secret key (REGEN_SECRET_KEY)")
-	fs.StringVar(&f.credFile, "credentials-file", env("REGEN_CREDENTIALS_FILE", ""), "file of 'ACCESS_KEY SECRET_KEY' lines, added to --access-key (REGEN_CREDENTIALS_FILE)")
-	fs.StringVar(&f.region, "region", env("REGEN_REGION", "us-east-1"), "S3 region (REGEN_REGION)")
-	fs.StringVar(&f.code, "code", env("REGEN_CODE", "rs-6-3"), "default erasure code: rs-K-M, clay-K-M or pm-K-M (REGEN_CODE)")
-	f.classes = envList("REGEN_STORAGE_CLASSES")
-	fs.Var(&f.classes, "storage-class", "CLASS=CODE: code for an S3 storage class, repeatable (REGEN_STORAGE_CLASSES)")
-	fs.StringVar(&f.chunk, "chunk-size", env("REGEN_CHUNK_SIZE", "1MiB"), "shard chunk per stripe, rounded up to 64-byte sub-chunks (REGEN_CHUNK_SIZE)")
-	fs.StringVar(&f.logFormat, "log-format", env("REGEN_LOG_FORMAT", "text"), "log format: text or json (REGEN_LOG_FORMAT)")
-	fs.StringVar(&f.logLevel, "log-level", env("REGEN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (REGEN_LOG_LEVEL)")
-	fs.StringVar(&f.profile, "gossip-profile", env("REGEN_GOSSIP_PROFILE", "lan"), "gossip timing: lan, or local for one machine (REGEN_GOSSIP_PROFILE)")
-	fs.StringVar(&f.tlsCert, "tls-cert", env("REGEN_TLS_CERT", ""), "PEM certificate (chain) to serve S3 over HTTPS; needs --tls-key (REGEN_TLS_CERT)")
-	fs.StringVar(&f.tlsKey, "tls-key", env("REGEN_TLS_KEY", ""), "PEM private key of --tls-cert (REGEN_TLS_KEY)")
-	fs.StringVar(&f.domain, "domain", env("REGEN_DOMAIN", ""), "domain for virtual-hosted-style requests (BUCKET.DOMAIN); empty: path style only (REGEN_DOMAIN)")
-	fs.DurationVar(&f.opTimeout, "op-timeout", envDuration("REGEN_OP_TIMEOUT", gateway.DefaultConfig().OpTimeout), "time limit of one request's metadata work, per key in DeleteObjects (REGEN_OP_TIMEOUT)")
+// register declares the gateway options; dev changes the defaults of the
+// ones it runs differently (gossip profile, storage classes).
+func (f *gatewayFlags) register(o *optionSet, dev bool) {
+	def := gateway.DefaultConfig()
+	o.String(&f.addr, "addr", "REGEN_ADDR", def.Addr, "S3 listen address host:port")
+	gossip := o.String(&f.gossip, "gossip", "REGEN_GOSSIP", "127.0.0.1:7946", "gossip listen address host:port")
+	if dev {
+		gossip.showDefault("a free loopback port")
+	}
+	o.String(&f.advertise, "advertise", "REGEN_ADVERTISE", "", "gossip address told to peers, if different")
+	o.String(&f.advertiseHTTP, "advertise-http", "REGEN_ADVERTISE_HTTP", "", "S3 address told to peers and shown in status, if different")
+	o.List(&f.join, "join", "REGEN_JOIN", nil, "gossip address of a cluster member, repeatable (the variable: comma-separated)")
+	secret := o.String(&f.secret, "secret", "REGEN_CLUSTER_SECRET", "", "cluster secret shared by all nodes (required)")
+	if dev {
+		secret.usage = "cluster secret shared by all nodes"
+		secret.showDefault("a random one")
+	}
+	o.String(&f.accessKey, "access-key", "REGEN_ACCESS_KEY", defaultAccessKey, "S3 access key")
+	o.String(&f.secretKey, "secret-key", "REGEN_SECRET_KEY", defaultSecretKey, "S3 secret key")
+	o.String(&f.credFile, "credentials-file", "REGEN_CREDENTIALS_FILE", "", "file of 'ACCESS_KEY SECRET_KEY' lines, added to --access-key")
+	o.String(&f.region, "region", "REGEN_REGION", def.Region, "S3 region")
+	o.String(&f.code, "code", "REGEN_CODE", def.DefaultCode, "default erasure code: rs-K-M, clay-K-M or pm-K-M")
+	classes := o.List(&f.classes, "storage-class", "REGEN_STORAGE_CLASSES", nil, "CLASS=CODE: code for an S3 storage class, repeatable (the variable: comma-separated)")
+	if dev {
+		classes.showDefault("STANDARD=<--code>,STANDARD_IA=clay-6-3")
+	}
+	o.Size(&f.chunk, "chunk-size", "REGEN_CHUNK_SIZE", def.ChunkSize, "shard chunk per stripe, rounded up to 64-byte sub-chunks")
+	profile := "lan"
+	if dev {
+		profile = "local" // one machine: detect failures in seconds
+	}
+	f.logOptions.register(o, profile)
+	o.String(&f.tlsCert, "tls-cert", "REGEN_TLS_CERT", "", "PEM certificate (chain) to serve S3 over HTTPS; needs --tls-key")
+	o.String(&f.tlsKey, "tls-key", "REGEN_TLS_KEY", "", "PEM private key of --tls-cert")
+	o.String(&f.domain, "domain", "REGEN_DOMAIN", "", "domain for virtual-hosted-style requests (BUCKET.DOMAIN); empty: path style only")
+	o.Duration(&f.opTimeout, "op-timeout", "REGEN_OP_TIMEOUT", def.OpTimeout, "time limit of one request's metadata work, per key in DeleteObjects")
+}
+
+// Validate checks the gateway options (the cluster secret is checked by
+// the commands that need it given).
+func (f *gatewayFlags) Validate() error {
+	if err := f.logOptions.Validate(); err != nil {
+		return err
+	}
+	for _, c := range []struct{ name, v string }{{"addr", f.addr}, {"gossip", f.gossip}} {
+		if err := checkHostPort(c.name, c.v); err != nil {
+			return err
+		}
+	}
+	if f.advertise != "" {
+		if err := checkHostPort("advertise", f.advertise); err != nil {
+			return err
+		}
+	}
+	if _, err := codec.Parse(f.code); err != nil {
+		return badOption("code", "%v", err)
+	}
+	for _, kv := range f.classes {
+		class, code, ok := strings.Cut(kv, "=")
+		if !ok || class == "" || code == "" {
+			return badOption("storage-class", "%q: want CLASS=CODE, e.g. STANDARD_IA=clay-6-3", kv)
+		}
+		if _, err := codec.Parse(code); err != nil {
+			return badOption("storage-class", "%s: %v", class, err)
+		}
+	}
+	if f.chunk < 4<<10 || f.chunk > 64<<20 {
+		return badOption("chunk-size", "want 4KiB..64MiB")
+	}
+	if f.opTimeout <= 0 {
+		return badOption("op-timeout", "must be positive")
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return badOption("tls-cert", "--tls-cert and --tls-key go together")
+	}
+	if f.accessKey == "" {
+		return badOption("access-key", "must not be empty")
+	}
+	if f.secretKey == "" {
+		return badOption("secret-key", "must not be empty")
+	}
+	return nil
 }
 
 // scheme is the S3 endpoint's URL scheme.
@@ -111,17 +169,10 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 		}
 	}
 	for _, kv := range f.classes {
-		class, code, ok := strings.Cut(kv, "=")
-		if !ok || class == "" || code == "" {
-			return cfg, usageErrorf("--storage-class %q: want CLASS=CODE, e.g. STANDARD_IA=clay-6-3", kv)
-		}
+		class, code, _ := strings.Cut(kv, "=") // checked by Validate
 		cfg.StorageClasses[strings.ToUpper(class)] = code
 	}
-	chunk, err := parseSize(f.chunk)
-	if err != nil {
-		return cfg, usageErrorf("--chunk-size: %v", err)
-	}
-	cfg.ChunkSize = chunk
+	cfg.ChunkSize = f.chunk
 	cfg.OpTimeout = f.opTimeout
 	var b [6]byte
 	rand.Read(b[:])
@@ -154,14 +205,17 @@ func readCredentials(path string, into map[string]string) error {
 }
 
 func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	o := newOptionSet("gateway", "Run an S3 gateway: it joins the cluster by gossip and stores objects on its shard servers.")
 	var f gatewayFlags
-	f.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	f.register(o, false)
+	err := o.Parse(args, func() error {
+		if f.secret == "" {
+			return badOption("secret", "required: the cluster secret shared by all nodes")
+		}
+		return f.Validate()
+	})
+	if err != nil {
 		return err
-	}
-	if f.secret == "" {
-		return usageErrorf("--secret (or REGEN_CLUSTER_SECRET) is required: the cluster secret shared by all nodes")
 	}
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {

@@ -27,10 +27,11 @@ func commands() map[string]command {
 		"dev":     {"run a gateway and N shard servers on this machine (the embedded cluster)", runDev},
 		"gateway": {"run an S3 gateway", runGateway},
 		"shard":   {"run a shard server", runShard},
-		"admin":   {"operator commands: status, nodes", runAdmin},
+		"admin":   {"operator commands against a running cluster (below)", runAdmin},
 		"codes":   {"survey the repair bandwidth of erasure codes", runCodes},
 		"bench":   {"benchmarks: 'bench repair' times repair methods on a local cluster", runBench},
 		"health":  {"probe a server's /healthz (for container healthchecks)", runHealth},
+		"version": {"print the version, commit and Go version of this binary", runVersion},
 	}
 }
 
@@ -45,7 +46,9 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w, "\nrun 'regen <command> -h' for its flags")
+	fmt.Fprintln(w, "\nadmin commands (regen admin COMMAND):")
+	adminList(w, "  ")
+	fmt.Fprintln(w, "\nrun 'regen <command> -h' for its flags; every flag also has a REGEN_* environment variable")
 }
 
 func main() {
@@ -54,9 +57,12 @@ func main() {
 		os.Exit(2)
 	}
 	name := os.Args[1]
-	if name == "-h" || name == "--help" || name == "help" {
+	switch name {
+	case "-h", "--help", "help":
 		usage(os.Stdout)
 		return
+	case "--version", "-version":
+		name = "version"
 	}
 	cmd, ok := commands()[name]
 	if !ok {
@@ -86,18 +92,3 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
-// parseFlags parses args and turns flag errors into usage errors.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments: %v", fs.Args())
-	}
-	return nil
-}

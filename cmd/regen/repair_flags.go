@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
@@ -26,15 +24,44 @@ type repairFlags struct {
 	method          string
 }
 
-func (f *repairFlags) register(fs *flag.FlagSet) {
+// devRepairDefaults makes repair quick on one machine: under regen dev a
+// dead child is rebuilt after seconds, not minutes.
+func devRepairDefaults() repair.Config {
 	def := repair.DefaultConfig()
-	fs.DurationVar(&f.grace, "repair-grace", envDuration("REGEN_REPAIR_GRACE", def.Grace), "how long a shard server must be dead before its shards are rebuilt elsewhere (REGEN_REPAIR_GRACE)")
-	fs.DurationVar(&f.scan, "repair-scan", envDuration("REGEN_REPAIR_SCAN", def.ScanInterval), "how often local manifests are checked for lost shards (REGEN_REPAIR_SCAN)")
-	fs.DurationVar(&f.sync, "sync-interval", envDuration("REGEN_SYNC_INTERVAL", def.SyncInterval), "how often recent writes are checked with their placement peers, so one a live server missed is healed; 0 = only when a peer returns (REGEN_SYNC_INTERVAL)")
-	fs.IntVar(&f.workers, "repair-workers", envInt("REGEN_REPAIR_WORKERS", def.Workers), "repair jobs run at once on this server (REGEN_REPAIR_WORKERS)")
-	fs.Int64Var(&f.rate, "repair-rate", envInt64("REGEN_REPAIR_RATE", def.Rate), "cluster-wide repair traffic cap in bytes/s, 0 = unlimited (REGEN_REPAIR_RATE)")
-	fs.Int64Var(&f.scrubRate, "scrub-rate", envInt64("REGEN_SCRUB_RATE", def.ScrubRate), "bytes/s the scrubber reads to verify shards, 0 = off (REGEN_SCRUB_RATE)")
-	fs.StringVar(&f.method, "repair", env("REGEN_REPAIR", repair.Auto), "repair method: auto, core, push or pull (REGEN_REPAIR)")
+	def.Grace, def.ScanInterval, def.SyncInterval = 5*time.Second, time.Second, 10*time.Second
+	return def
+}
+
+// register declares the repair options with def's values as defaults
+// (repair.DefaultConfig for regen shard, devRepairDefaults for regen dev).
+func (f *repairFlags) register(o *optionSet, def repair.Config) {
+	o.Duration(&f.grace, "repair-grace", "REGEN_REPAIR_GRACE", def.Grace, "how long a shard server must be dead before its shards are rebuilt elsewhere")
+	o.Duration(&f.scan, "repair-scan", "REGEN_REPAIR_SCAN", def.ScanInterval, "how often local manifests are checked for lost shards")
+	o.Duration(&f.sync, "sync-interval", "REGEN_SYNC_INTERVAL", def.SyncInterval, "how often recent writes are checked with their placement peers, so one a live server missed is healed; 0 = only when a peer returns")
+	o.Int(&f.workers, "repair-workers", "REGEN_REPAIR_WORKERS", def.Workers, "repair jobs run at once on this server")
+	o.Rate(&f.rate, "repair-rate", "REGEN_REPAIR_RATE", def.Rate, "cluster-wide repair traffic cap, bytes/s (e.g. 100MiB); 0 = unlimited")
+	o.Rate(&f.scrubRate, "scrub-rate", "REGEN_SCRUB_RATE", def.ScrubRate, "bytes/s the scrubber reads to verify shards (e.g. 8MiB); 0 = off")
+	o.String(&f.method, "repair", "REGEN_REPAIR", def.Method, "repair method: auto, core, push or pull")
+}
+
+// Validate checks the repair options.
+func (f *repairFlags) Validate() error {
+	switch {
+	case f.grace < 0:
+		return badOption("repair-grace", "must not be negative")
+	case f.scan <= 0:
+		return badOption("repair-scan", "must be positive")
+	case f.sync < 0:
+		return badOption("sync-interval", "must not be negative")
+	case f.workers < 1:
+		return badOption("repair-workers", "want at least 1")
+	}
+	switch f.method {
+	case repair.Auto, "core", "push", "pull":
+	default:
+		return badOption("repair", "want auto, core, push or pull")
+	}
+	return nil
 }
 
 func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheus.Registerer, srv *shardserver.Server, node *cluster.Node, secret string) (*repair.Worker, error) {
@@ -72,25 +99,6 @@ func requireSecret(secret string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// envInt64 is envInt for byte counts and rates.
-func envInt64(name string, def int64) int64 {
-	return int64(envInt(name, int(def)))
-}
-
-// devDefaults makes repair quick on one machine: a dead child is rebuilt
-// after seconds, not minutes. Flags and variables the user set win.
-func (f *repairFlags) devDefaults(setByUser map[string]bool) {
-	if !setByUser["repair-grace"] && os.Getenv("REGEN_REPAIR_GRACE") == "" {
-		f.grace = 5 * time.Second
-	}
-	if !setByUser["repair-scan"] && os.Getenv("REGEN_REPAIR_SCAN") == "" {
-		f.scan = time.Second
-	}
-	if !setByUser["sync-interval"] && os.Getenv("REGEN_SYNC_INTERVAL") == "" {
-		f.sync = 10 * time.Second
-	}
 }
 
 // args passes the flags on to a child shard server.

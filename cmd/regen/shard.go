@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,52 +18,101 @@ import (
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/netlimit"
 	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/repair"
 	"github.com/regen-s3/regen/shardserver"
 )
 
+// shardFlags are the options of `regen shard`.
 type shardFlags struct {
 	data, listen, gossip, advertise, advertiseHTTP string
 	join                                           listFlag
 	secret, zone, replaces                         string
-	logFormat, logLevel, profile                   string
-	uploadMaxAge, uploadSweep                      time.Duration
-	gcDelay, rollbackAfter                         time.Duration
-	repair                                         repairFlags
-	netLimit                                       string
+	logOptions
+	uploadMaxAge, uploadSweep time.Duration
+	gcDelay, rollbackAfter    time.Duration
+	repair                    repairFlags
+	netLimit                  int64
 }
 
-func (f *shardFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.data, "data", env("REGEN_DATA", "./data/shard"), "data directory: shard files, pebble DB, node ID (REGEN_DATA)")
-	fs.StringVar(&f.listen, "listen", env("REGEN_LISTEN", "127.0.0.1:9100"), "shard API listen address host:port (REGEN_LISTEN)")
-	fs.StringVar(&f.advertiseHTTP, "advertise-http", env("REGEN_ADVERTISE_HTTP", ""), "shard API address told to peers, if different (REGEN_ADVERTISE_HTTP)")
-	fs.StringVar(&f.gossip, "gossip", env("REGEN_GOSSIP", "127.0.0.1:7947"), "gossip listen address host:port (REGEN_GOSSIP)")
-	fs.StringVar(&f.advertise, "advertise", env("REGEN_ADVERTISE", ""), "gossip address told to peers, if different (REGEN_ADVERTISE)")
-	f.join = envList("REGEN_JOIN")
-	fs.Var(&f.join, "join", "gossip address of a cluster member, repeatable (REGEN_JOIN, comma-separated)")
-	fs.StringVar(&f.secret, "secret", env("REGEN_CLUSTER_SECRET", ""), "cluster secret shared by all nodes (REGEN_CLUSTER_SECRET)")
-	fs.StringVar(&f.zone, "zone", env("REGEN_ZONE", ""), "failure zone of this server (REGEN_ZONE)")
-	fs.StringVar(&f.replaces, "replaces", env("REGEN_REPLACES", ""), "node ID of a dead server this new one replaces (REGEN_REPLACES)")
-	fs.StringVar(&f.logFormat, "log-format", env("REGEN_LOG_FORMAT", "text"), "log format: text or json (REGEN_LOG_FORMAT)")
-	fs.StringVar(&f.logLevel, "log-level", env("REGEN_LOG_LEVEL", "info"), "log level (REGEN_LOG_LEVEL)")
-	f.repair.register(fs)
-	fs.StringVar(&f.profile, "gossip-profile", env("REGEN_GOSSIP_PROFILE", "lan"), "gossip timing: lan, or local for one machine (REGEN_GOSSIP_PROFILE)")
-	fs.StringVar(&f.netLimit, "net-limit", env("REGEN_NET_LIMIT", "0"), "cap shard traffic per direction, e.g. 125MB for 1 Gb/s; emulates a NIC (not switch incast) when many servers share one machine; 0 = unlimited (REGEN_NET_LIMIT)")
+func (f *shardFlags) register(o *optionSet) {
+	o.String(&f.data, "data", "REGEN_DATA", "./data/shard", "data directory: shard files, pebble DB, node ID")
+	o.String(&f.listen, "listen", "REGEN_LISTEN", "127.0.0.1:9100", "shard API listen address host:port")
+	o.String(&f.advertiseHTTP, "advertise-http", "REGEN_ADVERTISE_HTTP", "", "shard API address told to peers, if different")
+	o.String(&f.gossip, "gossip", "REGEN_GOSSIP", "127.0.0.1:7947", "gossip listen address host:port")
+	o.String(&f.advertise, "advertise", "REGEN_ADVERTISE", "", "gossip address told to peers, if different")
+	o.List(&f.join, "join", "REGEN_JOIN", nil, "gossip address of a cluster member, repeatable (the variable: comma-separated)")
+	o.String(&f.secret, "secret", "REGEN_CLUSTER_SECRET", "", "cluster secret shared by all nodes (required)")
+	o.String(&f.zone, "zone", "REGEN_ZONE", "", "failure zone of this server")
+	o.String(&f.replaces, "replaces", "REGEN_REPLACES", "", "node ID of a dead server this new one replaces")
+	f.logOptions.register(o, "lan")
+	f.repair.register(o, repair.DefaultConfig())
+	o.Rate(&f.netLimit, "net-limit", "REGEN_NET_LIMIT", 0, "cap shard traffic per direction, e.g. 125MB for 1 Gb/s; emulates a NIC (not switch incast) when many servers share one machine; 0 = unlimited")
 	def := shardserver.DefaultConfig()
-	fs.DurationVar(&f.uploadMaxAge, "upload-max-age", envDuration("REGEN_UPLOAD_MAX_AGE", def.UploadMaxAge), "abort incomplete multipart uploads older than this (REGEN_UPLOAD_MAX_AGE)")
-	fs.DurationVar(&f.gcDelay, "gc-delay", envDuration("REGEN_GC_DELAY", def.GCDelay), "how long after a replacement its confirm job runs; a replaced version's shards go only once the replacement is confirmed (REGEN_GC_DELAY)")
-	fs.DurationVar(&f.rollbackAfter, "rollback-after", envDuration("REGEN_ROLLBACK_AFTER", def.RollbackAfter), "roll back a replacing manifest that provably never reached a write quorum after this long; must outlast the slowest PUT (REGEN_ROLLBACK_AFTER)")
-	fs.DurationVar(&f.uploadSweep, "upload-sweep-interval", envDuration("REGEN_UPLOAD_SWEEP_INTERVAL", def.UploadSweepInterval), "how often abandoned multipart uploads are looked for (REGEN_UPLOAD_SWEEP_INTERVAL)")
+	o.Duration(&f.uploadMaxAge, "upload-max-age", "REGEN_UPLOAD_MAX_AGE", def.UploadMaxAge, "abort incomplete multipart uploads older than this")
+	f.registerGC(o)
+	o.Duration(&f.uploadSweep, "upload-sweep-interval", "REGEN_UPLOAD_SWEEP_INTERVAL", def.UploadSweepInterval, "how often abandoned multipart uploads are looked for")
+}
+
+// registerGC declares the options regen dev passes on to its shard servers.
+func (f *shardFlags) registerGC(o *optionSet) {
+	def := shardserver.DefaultConfig()
+	o.Duration(&f.gcDelay, "gc-delay", "REGEN_GC_DELAY", def.GCDelay, "how long after a replacement its confirm job runs; a replaced version's shards go only once the replacement is confirmed")
+	o.Duration(&f.rollbackAfter, "rollback-after", "REGEN_ROLLBACK_AFTER", def.RollbackAfter, "roll back a replacing manifest that provably never reached a write quorum after this long; must outlast the slowest PUT")
+}
+
+// validateGC checks what registerGC declared.
+func (f *shardFlags) validateGC() error {
+	if f.gcDelay < 0 {
+		return badOption("gc-delay", "must not be negative")
+	}
+	if f.rollbackAfter <= 0 {
+		return badOption("rollback-after", "must be positive")
+	}
+	return nil
+}
+
+// Validate checks the shard server's options.
+func (f *shardFlags) Validate() error {
+	if f.secret == "" {
+		return badOption("secret", "required: the cluster secret shared by all nodes")
+	}
+	if f.data == "" {
+		return badOption("data", "must not be empty")
+	}
+	for _, c := range []struct{ name, v string }{{"listen", f.listen}, {"gossip", f.gossip}} {
+		if err := checkHostPort(c.name, c.v); err != nil {
+			return err
+		}
+	}
+	if f.advertise != "" {
+		if err := checkHostPort("advertise", f.advertise); err != nil {
+			return err
+		}
+	}
+	if err := f.logOptions.Validate(); err != nil {
+		return err
+	}
+	if err := f.repair.Validate(); err != nil {
+		return err
+	}
+	if err := f.validateGC(); err != nil {
+		return err
+	}
+	if f.uploadMaxAge < time.Second {
+		return badOption("upload-max-age", "want at least 1s")
+	}
+	if f.uploadSweep <= 0 {
+		return badOption("upload-sweep-interval", "must be positive")
+	}
+	return nil
 }
 
 func runShard(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
+	o := newOptionSet("shard", "Run a shard server: it stores shards and manifests and repairs what dead servers held.")
 	var f shardFlags
-	f.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	f.register(o)
+	if err := o.Parse(args, f.Validate); err != nil {
 		return err
-	}
-	if f.secret == "" {
-		return usageErrorf("--secret (or REGEN_CLUSTER_SECRET) is required: the cluster secret shared by all nodes")
 	}
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
@@ -112,13 +160,9 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 		meta.Draining = d
 		return node.UpdateMeta(meta)
 	}
-	rateLimit, err := netlimit.ParseRate(f.netLimit)
-	if err != nil {
-		return usageErrorf("--net-limit: %v", err)
-	}
 	// NB: one limiter for the listener and the peer dialer: the cap is the
 	// server's, like a NIC's, whichever side opened the connection.
-	limiter := netlimit.New(rateLimit)
+	limiter := netlimit.New(f.netLimit)
 	cfg.RepairHTTP = shardrpc.NewRepairHTTPClient(limiter.Dialer((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext))
 	srv, err := shardserver.New(cfg)
 	if err != nil {
