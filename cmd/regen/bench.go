@@ -29,10 +29,15 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "repair" {
-		return usageErrorf("usage: regen bench repair [flags]")
+	if len(args) > 0 {
+		switch args[0] {
+		case "repair":
+			return runBenchRepair(ctx, args[1:], stdout)
+		case "s3":
+			return runBenchS3(ctx, args[1:], stdout)
+		}
 	}
-	return runBenchRepair(ctx, args[1:], stdout)
+	return usageErrorf("usage: regen bench repair|s3 [flags]")
 }
 
 // BenchRow is one measured repair of `regen bench repair --json`.

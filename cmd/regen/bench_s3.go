@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/regen-s3/regen/internal/s3bench"
+)
+
+// runBenchS3 is `regen bench s3`: the S3 workloads of internal/s3bench
+// against any endpoint, regen or not.
+func runBenchS3(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench s3", flag.ContinueOnError)
+	def := s3bench.DefaultConfig()
+	var t s3bench.Target
+	fs.StringVar(&t.Endpoint, "endpoint", env("REGEN_ENDPOINT", "http://127.0.0.1:9000"), "S3 endpoint, http(s)://host:port (REGEN_ENDPOINT)")
+	fs.StringVar(&t.Access, "access", env("REGEN_ACCESS_KEY", defaultAccessKey), "access key (REGEN_ACCESS_KEY)")
+	fs.StringVar(&t.Secret, "secret", env("REGEN_SECRET_KEY", defaultSecretKey), "secret key (REGEN_SECRET_KEY)")
+	fs.StringVar(&t.Region, "region", "us-east-1", "region to sign for")
+	bucket := fs.String("bucket", "", "bucket to work in; it must be empty (default: a new bucket regen-bench-<random>, removed at the end)")
+	workloads := listFlag{}
+	fs.Var(&workloads, "workloads", "workload groups, comma-separated: "+strings.Join(s3bench.AllWorkloads, ",")+" (default all)")
+	sizes := listFlag{}
+	fs.Var(&sizes, "sizes", "PUT/GET object sizes, comma-separated (default 4KiB,1MiB,64MiB; HEAD uses the first)")
+	conc := fs.Int("concurrency", 0, "PUT/GET concurrency (default by size: 16 up to 64 KiB, 8 up to 16 MiB, 4 above)")
+	headConc := fs.Int("head-concurrency", def.HeadConcurrency, "HEAD concurrency")
+	dur := fs.Duration("duration", def.Duration, "time bound of each workload (0: none; then --count bounds)")
+	count := fs.Int("count", 0, "op bound of each PUT/GET/HEAD workload and listing bound of each listing workload (0: none)")
+	metaObjects := fs.Int("meta-objects", def.MetaObjects, "objects of the listing and DeleteObjects set")
+	metaPrefixes := fs.Int("meta-prefixes", def.MetaPrefixes, "prefixes the listing set is spread over")
+	metaSize := fs.String("meta-size", "1KiB", "object size of the listing set")
+	partSize := fs.String("part-size", "0", "multipart part size of large PUTs (0: the client's default, 16 MiB parts above 16 MiB)")
+	asJSON := fs.Bool("json", false, "print one JSON object per workload on stdout as it ends, and no table")
+	quiet := fs.Bool("quiet", false, "no live progress line (it is drawn only when stderr is a terminal)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg := def
+	cfg.Bucket, cfg.Concurrency, cfg.HeadConcurrency = *bucket, *conc, *headConc
+	cfg.Duration, cfg.Count = *dur, *count
+	cfg.MetaObjects, cfg.MetaPrefixes = *metaObjects, *metaPrefixes
+	if len(workloads) > 0 {
+		cfg.Workloads = workloads
+	}
+	if len(sizes) > 0 {
+		cfg.Sizes = nil
+		for _, s := range sizes {
+			n, err := parseSize(s)
+			if err != nil {
+				return usageErrorf("--sizes %q: %v", s, err)
+			}
+			cfg.Sizes = append(cfg.Sizes, n)
+		}
+	}
+	var err error
+	if cfg.MetaSize, err = parseSize(*metaSize); err != nil {
+		return usageErrorf("--meta-size: %v", err)
+	}
+	ps, err := parseSize(*partSize)
+	if err != nil {
+		return usageErrorf("--part-size: %v", err)
+	}
+	cfg.PartSize = uint64(ps)
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	client, err := s3bench.NewClient(t)
+	if err != nil {
+		return usageError{err}
+	}
+
+	var line *benchLine
+	if !*quiet && isTerminal(os.Stderr) {
+		line = &benchLine{w: os.Stderr}
+		cfg.OnProgress = line.update
+	}
+	cfg.OnResult = func(r s3bench.Result) {
+		if line != nil {
+			line.done()
+		}
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Fprintln(stdout, string(b))
+		} else if line != nil {
+			fmt.Fprintf(os.Stderr, "%s\n", resultSummary(r))
+		}
+	}
+	results, err := s3bench.Run(ctx, client, cfg)
+	if line != nil {
+		line.done()
+	}
+	if !*asJSON && len(results) > 0 {
+		printS3Table(stdout, results)
+	}
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range results {
+		if r.Errors > 0 {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d workloads had errors (see the errors field)", failed)
+	}
+	return nil
+}
+
+// benchLine is the live progress line: one progress bar per workload,
+// redrawn in place, filled by ops when a count bounds the workload and by
+// time otherwise.
+type benchLine struct {
+	w    io.Writer
+	name string
+	bar  *progressbar.ProgressBar
+}
+
+func (l *benchLine) update(p s3bench.Progress) {
+	total, done := int64(p.Duration/(100*time.Millisecond)), int64(p.Elapsed/(100*time.Millisecond))
+	if p.Total > 0 {
+		total, done = p.Total, p.Ops+p.Errors
+	}
+	if l.bar == nil || l.name != p.Workload {
+		l.done()
+		l.name = p.Workload
+		l.bar = progressbar.NewOptions64(max(total, 1),
+			progressbar.OptionSetWriter(l.w),
+			progressbar.OptionSetWidth(20),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionShowDescriptionAtLineEnd(),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	secs := max(p.Elapsed.Seconds(), 1e-3)
+	desc := fmt.Sprintf("%-16s %6d ops %8.1f ops/s", p.Workload, p.Ops, float64(p.Ops)/secs)
+	if p.Bytes > 0 {
+		desc += fmt.Sprintf(" %7.1f MB/s", float64(p.Bytes)/1e6/secs)
+	}
+	if p.Items > 0 && p.Bytes == 0 {
+		desc += fmt.Sprintf(" %8.0f items/s", float64(p.Items)/secs)
+	}
+	if p.Errors > 0 {
+		desc += fmt.Sprintf(" %d errors", p.Errors)
+	}
+	l.bar.Describe(desc)
+	_ = l.bar.Set64(min(done, max(total, 1)-1))
+}
+
+func (l *benchLine) done() {
+	if l.bar != nil {
+		_ = l.bar.Finish()
+		l.bar = nil
+	}
+}
+
+func resultSummary(r s3bench.Result) string {
+	s := fmt.Sprintf("%-16s c%-3d %7d ops %9.1f ops/s", r.Workload, r.Concurrency, r.Ops, r.OpsPerS)
+	if r.MBPerS > 0 {
+		s += fmt.Sprintf(" %8.1f MB/s", r.MBPerS)
+	}
+	if r.ItemsPerS > 0 {
+		s += fmt.Sprintf(" %9.0f items/s", r.ItemsPerS)
+	}
+	s += fmt.Sprintf("  p50 %8.2f ms  p99 %8.2f ms", r.P50Ms, r.P99Ms)
+	if r.Errors > 0 {
+		s += fmt.Sprintf("  %d ERRORS", r.Errors)
+	}
+	return s
+}
+
+func printS3Table(w io.Writer, rs []s3bench.Result) {
+	fmt.Fprintf(w, "\n%-16s %4s %8s %7s %10s %9s %10s %9s %9s\n", "workload", "conc", "ops", "errors", "ops/s", "MB/s", "items/s", "p50 ms", "p99 ms")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%-16s %4d %8d %7d %10.1f %9.1f %10.0f %9.2f %9.2f\n", r.Workload, r.Concurrency, r.Ops, r.Errors, r.OpsPerS, r.MBPerS, r.ItemsPerS, r.P50Ms, r.P99Ms)
+	}
+}
+
+// isTerminal reports whether f is a character device (a terminal): a
+// progress line redrawn in place is only readable there.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
