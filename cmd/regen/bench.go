@@ -35,9 +35,11 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			return runBenchRepair(ctx, args[1:], stdout)
 		case "s3":
 			return runBenchS3(ctx, args[1:], stdout)
+		case "s3-report":
+			return runBenchS3Report(ctx, args[1:], stdout)
 		}
 	}
-	return usageErrorf("usage: regen bench repair|s3 [flags]")
+	return usageErrorf("usage: regen bench repair|s3|s3-report [flags]")
 }
 
 // BenchRow is one measured repair of `regen bench repair --json`.

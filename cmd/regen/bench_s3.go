@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -189,4 +191,71 @@ func printS3Table(w io.Writer, rs []s3bench.Result) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// runBenchS3Report is `regen bench s3-report DIR`: the markdown table of
+// the runs in DIR, files SYSTEM-rROUND.jsonl written by `bench s3 --json`
+// (scripts/bench-vs-minio.sh writes them).
+func runBenchS3Report(_ context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench s3-report", flag.ContinueOnError)
+	order := listFlag{}
+	fs.Var(&order, "systems", "systems in column order, comma-separated; ratios are the first ÷ each other (default: all found, sorted)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("usage: regen bench s3-report [--systems a,b,c] DIR")
+	}
+	files, err := filepath.Glob(filepath.Join(fs.Arg(0), "*-r*.jsonl"))
+	if err != nil {
+		return err
+	}
+	bySystem := map[string][][]s3bench.Result{}
+	for _, f := range files {
+		base := strings.TrimSuffix(filepath.Base(f), ".jsonl")
+		sys := base[:strings.LastIndex(base, "-r")]
+		rs, err := readResults(f)
+		if err != nil {
+			return err
+		}
+		bySystem[sys] = append(bySystem[sys], rs)
+	}
+	if len(order) == 0 {
+		for s := range bySystem {
+			order = append(order, s)
+		}
+		slices.Sort(order)
+	}
+	var runs []s3bench.Runs
+	for _, s := range order {
+		if len(bySystem[s]) == 0 {
+			return fmt.Errorf("no runs of %s in %s", s, fs.Arg(0))
+		}
+		runs = append(runs, s3bench.Runs{System: s, Rounds: bySystem[s]})
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("no SYSTEM-rN.jsonl files in %s", fs.Arg(0))
+	}
+	s3bench.Report(stdout, runs)
+	return nil
+}
+
+// readResults reads one JSON result a line.
+func readResults(path string) ([]s3bench.Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []s3bench.Result
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var r s3bench.Result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

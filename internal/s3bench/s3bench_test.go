@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -103,5 +104,35 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if SizeName(4<<10) != "4KiB" || SizeName(64<<20) != "64MiB" || SizeName(1000) != "1000B" {
 		t.Errorf("size names: %s %s %s", SizeName(4<<10), SizeName(64<<20), SizeName(1000))
+	}
+}
+
+func TestReport(t *testing.T) {
+	r := func(w string, size int64, ops, mb, items, p50 float64, errs int64) Result {
+		return Result{Workload: w, Size: size, OpsPerS: ops, MBPerS: mb, ItemsPerS: items, P50Ms: p50, Errors: errs}
+	}
+	regen := Runs{System: "regen", Rounds: [][]Result{
+		{r("put-4KiB", 4096, 100, 0.4, 0, 5, 0), r("get-64MiB", 64<<20, 3, 200, 0, 900, 0), r("list-delimiter", 0, 40, 0, 2000, 25, 0)},
+		{r("put-4KiB", 4096, 300, 1.2, 0, 5, 0), r("get-64MiB", 64<<20, 3, 220, 0, 900, 1), r("list-delimiter", 0, 40, 0, 2000, 20, 0)},
+		{r("put-4KiB", 4096, 200, 0.8, 0, 5, 0), r("get-64MiB", 64<<20, 3, 210, 0, 900, 0), r("list-delimiter", 0, 40, 0, 2000, 30, 0)},
+	}}
+	other := Runs{System: "minio", Rounds: [][]Result{
+		{r("put-4KiB", 4096, 100, 0.4, 0, 5, 0), r("get-64MiB", 64<<20, 3, 420, 0, 900, 0), r("list-delimiter", 0, 40, 0, 2000, 10, 0)},
+	}}
+	var b strings.Builder
+	Report(&b, []Runs{regen, other})
+	out := b.String()
+	for _, want := range []string{
+		"| put-4KiB | ops/s | 200 | 100 (2.00×) |",
+		"| get-64MiB | MB/s | 210 (1 errors) | 420 (0.50×) |",
+		"| list-delimiter | ms (p50) | 25.0 | 10.0 (0.40×) |",
+		"3 rounds of regen, 1 rounds of minio",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if Median([]float64{4, 1, 3, 2}) != 2.5 || Median(nil) != 0 {
+		t.Error("median")
 	}
 }
