@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,59 +19,50 @@ import (
 // runBenchS3 is `regen bench s3`: the S3 workloads of internal/s3bench
 // against any endpoint, regen or not.
 func runBenchS3(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench s3", flag.ContinueOnError)
-	def := s3bench.DefaultConfig()
-	var t s3bench.Target
-	fs.StringVar(&t.Endpoint, "endpoint", env("REGEN_ENDPOINT", "http://127.0.0.1:9000"), "S3 endpoint, http(s)://host:port (REGEN_ENDPOINT)")
-	fs.StringVar(&t.Access, "access", env("REGEN_ACCESS_KEY", defaultAccessKey), "access key (REGEN_ACCESS_KEY)")
-	fs.StringVar(&t.Secret, "secret", env("REGEN_SECRET_KEY", defaultSecretKey), "secret key (REGEN_SECRET_KEY)")
-	fs.StringVar(&t.Region, "region", "us-east-1", "region to sign for")
-	bucket := fs.String("bucket", "", "bucket to work in; it must be empty (default: a new bucket regen-bench-<random>, removed at the end)")
-	workloads := listFlag{}
-	fs.Var(&workloads, "workloads", "workload groups, comma-separated: "+strings.Join(s3bench.AllWorkloads, ",")+" (default all)")
-	sizes := listFlag{}
-	fs.Var(&sizes, "sizes", "PUT/GET object sizes, comma-separated (default 4KiB,1MiB,64MiB; HEAD uses the first)")
-	conc := fs.Int("concurrency", 0, "PUT/GET concurrency (default by size: 16 up to 64 KiB, 8 up to 16 MiB, 4 above)")
-	headConc := fs.Int("head-concurrency", def.HeadConcurrency, "HEAD concurrency")
-	dur := fs.Duration("duration", def.Duration, "time bound of each workload (0: none; then --count bounds)")
-	count := fs.Int("count", 0, "op bound of each PUT/GET/HEAD workload and listing bound of each listing workload (0: none)")
-	metaObjects := fs.Int("meta-objects", def.MetaObjects, "objects of the listing and DeleteObjects set")
-	metaPrefixes := fs.Int("meta-prefixes", def.MetaPrefixes, "prefixes the listing set is spread over")
-	metaSize := fs.String("meta-size", "1KiB", "object size of the listing set")
-	partSize := fs.String("part-size", "0", "multipart part size of large PUTs (0: the client's default, 16 MiB parts above 16 MiB)")
-	asJSON := fs.Bool("json", false, "print one JSON object per workload on stdout as it ends, and no table")
-	quiet := fs.Bool("quiet", false, "no live progress line (it is drawn only when stderr is a terminal)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	o := newOptionSet("bench s3", "Run S3 workloads against an endpoint, regen or not (BENCHMARKS.md, scripts/bench-vs-minio.sh).")
+	cfg := s3bench.DefaultConfig()
+	var (
+		t                s3bench.Target
+		workloads, sizes listFlag
+		partSize         int64
+		asJSON, quiet    bool
+		defSizes         []string
+	)
+	for _, n := range cfg.Sizes {
+		defSizes = append(defSizes, fmtSize(n))
 	}
-	cfg := def
-	cfg.Bucket, cfg.Concurrency, cfg.HeadConcurrency = *bucket, *conc, *headConc
-	cfg.Duration, cfg.Count = *dur, *count
-	cfg.MetaObjects, cfg.MetaPrefixes = *metaObjects, *metaPrefixes
-	if len(workloads) > 0 {
+	o.String(&t.Endpoint, "endpoint", "REGEN_ENDPOINT", "http://127.0.0.1:9000", "S3 endpoint, http(s)://host:port")
+	o.String(&t.Access, "access", "REGEN_ACCESS_KEY", defaultAccessKey, "access key").alsoEnv("AWS_ACCESS_KEY_ID")
+	o.String(&t.Secret, "secret", "REGEN_SECRET_KEY", defaultSecretKey, "secret key").alsoEnv("AWS_SECRET_ACCESS_KEY")
+	o.String(&t.Region, "region", "", "us-east-1", "region to sign for")
+	o.String(&cfg.Bucket, "bucket", "", "", "bucket to work in; it must be empty (default: a new bucket regen-bench-<random>, removed at the end)")
+	o.List(&workloads, "workloads", "", cfg.Workloads, "workload groups, comma-separated, of "+strings.Join(s3bench.AllWorkloads, ","))
+	o.List(&sizes, "sizes", "", defSizes, "PUT/GET object sizes, comma-separated (HEAD uses the first)")
+	o.Int(&cfg.Concurrency, "concurrency", "", 0, "PUT/GET concurrency (0: by size, 16 up to 64 KiB, 8 up to 16 MiB, 4 above)")
+	o.Int(&cfg.HeadConcurrency, "head-concurrency", "", cfg.HeadConcurrency, "HEAD concurrency")
+	o.Duration(&cfg.Duration, "duration", "", cfg.Duration, "time bound of each workload (0: none; then --count bounds)")
+	o.Int(&cfg.Count, "count", "", 0, "op bound of each PUT/GET/HEAD workload and listing bound of each listing workload (0: none)")
+	o.Int(&cfg.MetaObjects, "meta-objects", "", cfg.MetaObjects, "objects of the listing and DeleteObjects set")
+	o.Int(&cfg.MetaPrefixes, "meta-prefixes", "", cfg.MetaPrefixes, "prefixes the listing set is spread over")
+	o.Size(&cfg.MetaSize, "meta-size", "", cfg.MetaSize, "object size of the listing set")
+	o.Size(&partSize, "part-size", "", 0, "multipart part size of large PUTs (0: the client's default, 16 MiB parts above 16 MiB)")
+	o.Bool(&asJSON, "json", "", false, "print one JSON object per workload on stdout as it ends, and no table")
+	o.Bool(&quiet, "quiet", "", false, "no live progress line (it is drawn only when stderr is a terminal)")
+	err := o.Parse(args, func() error {
 		cfg.Workloads = workloads
-	}
-	if len(sizes) > 0 {
 		cfg.Sizes = nil
 		for _, s := range sizes {
 			n, err := parseSize(s)
 			if err != nil {
-				return usageErrorf("--sizes %q: %v", s, err)
+				return badOption("sizes", "%q: %v", s, err)
 			}
 			cfg.Sizes = append(cfg.Sizes, n)
 		}
-	}
-	var err error
-	if cfg.MetaSize, err = parseSize(*metaSize); err != nil {
-		return usageErrorf("--meta-size: %v", err)
-	}
-	ps, err := parseSize(*partSize)
+		cfg.PartSize = uint64(partSize)
+		return cfg.Validate()
+	})
 	if err != nil {
-		return usageErrorf("--part-size: %v", err)
-	}
-	cfg.PartSize = uint64(ps)
-	if err := cfg.Validate(); err != nil {
-		return usageError{err}
+		return err
 	}
 	client, err := s3bench.NewClient(t)
 	if err != nil {
@@ -80,7 +70,7 @@ func runBenchS3(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	var line *benchLine
-	if !*quiet && isTerminal(os.Stderr) {
+	if !quiet && isTerminal(os.Stderr) {
 		line = &benchLine{w: os.Stderr}
 		cfg.OnProgress = line.update
 	}
@@ -88,7 +78,7 @@ func runBenchS3(ctx context.Context, args []string, stdout io.Writer) error {
 		if line != nil {
 			line.done()
 		}
-		if *asJSON {
+		if asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(stdout, string(b))
 		} else if line != nil {
@@ -99,7 +89,7 @@ func runBenchS3(ctx context.Context, args []string, stdout io.Writer) error {
 	if line != nil {
 		line.done()
 	}
-	if !*asJSON && len(results) > 0 {
+	if !asJSON && len(results) > 0 {
 		printS3Table(stdout, results)
 	}
 	if err != nil {
@@ -197,16 +187,19 @@ func isTerminal(f *os.File) bool {
 // the runs in DIR, files SYSTEM-rROUND.jsonl written by `bench s3 --json`
 // (scripts/bench-vs-minio.sh writes them).
 func runBenchS3Report(_ context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench s3-report", flag.ContinueOnError)
-	order := listFlag{}
-	fs.Var(&order, "systems", "systems in column order, comma-separated; ratios are the first ÷ each other (default: all found, sorted)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	o := newOptionSet("bench s3-report", "Print the medians and ratios of the runs in DIR (files SYSTEM-rROUND.jsonl of 'bench s3 --json') as a markdown table.")
+	o.args = "DIR"
+	var order listFlag
+	o.List(&order, "systems", "", nil, "systems in column order, comma-separated; ratios are the first ÷ each other (default: all found, sorted)")
+	pos, err := o.ParseArgs(args, nil)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return usageErrorf("usage: regen bench s3-report [--systems a,b,c] DIR")
 	}
-	files, err := filepath.Glob(filepath.Join(fs.Arg(0), "*-r*.jsonl"))
+	dir := pos[0]
+	files, err := filepath.Glob(filepath.Join(dir, "*-r*.jsonl"))
 	if err != nil {
 		return err
 	}
@@ -229,12 +222,12 @@ func runBenchS3Report(_ context.Context, args []string, stdout io.Writer) error 
 	var runs []s3bench.Runs
 	for _, s := range order {
 		if len(bySystem[s]) == 0 {
-			return fmt.Errorf("no runs of %s in %s", s, fs.Arg(0))
+			return fmt.Errorf("no runs of %s in %s", s, dir)
 		}
 		runs = append(runs, s3bench.Runs{System: s, Rounds: bySystem[s]})
 	}
 	if len(runs) == 0 {
-		return fmt.Errorf("no SYSTEM-rN.jsonl files in %s", fs.Arg(0))
+		return fmt.Errorf("no SYSTEM-rN.jsonl files in %s", dir)
 	}
 	s3bench.Report(stdout, runs)
 	return nil
