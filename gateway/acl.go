@@ -8,11 +8,15 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/metadata"
 )
 
-// regen has no ACLs: whoever holds a key has full control. GET ?acl
-// answers that (tools like s3cmd read the ACL before copying), and PUT
-// ?acl accepts only what matches it.
+// ACLs: every access key has full control, so what an ACL can add is a
+// grant to everyone (public-read) or to every authenticated caller
+// (authenticated-read, which changes nothing here). Buckets and objects
+// keep their canned ACL; anonymous requests are decided from it
+// (access.go), and GET ?acl reports it as grants.
 
 // AccessControlPolicy is the GetObjectAcl / GetBucketAcl response.
 type AccessControlPolicy struct {
@@ -27,46 +31,91 @@ type Grant struct {
 	Permission string  `xml:"Permission"`
 }
 
-// Grantee is a grant's canonical user.
+// Grantee is a grant's canonical user or group.
 type Grantee struct {
 	XMLNSXSI    string `xml:"xmlns:xsi,attr"`
 	Type        string `xml:"xsi:type,attr"`
-	ID          string `xml:"ID"`
+	ID          string `xml:"ID,omitempty"`
 	DisplayName string `xml:"DisplayName,omitempty"`
+	URI         string `xml:"URI,omitempty"`
 }
 
-// aclTarget checks that the bucket, and the key if the request names one,
-// exist: an ACL is read or set on something.
-func (g *Gateway) aclTarget(req *request) error {
-	ctx, cancel := g.opContext()
-	defer cancel()
-	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
-		return bucketErr(err)
+// The groups S3's ACLs grant to.
+const (
+	allUsersURI  = "http://acs.amazonaws.com/groups/global/AllUsers"
+	authUsersURI = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"
+	xsiNamespace = "http://www.w3.org/2001/XMLSchema-instance"
+)
+
+// requestACL reads the canned ACL a write asks for (x-amz-acl) and returns
+// it as stored (storedACL). Grants regen cannot enforce are refused:
+// storing the object while the client believes it writable by anyone
+// would be a silent failure.
+func requestACL(c *fiber.Ctx) (string, error) {
+	if grant := headerWithPrefix(c, "x-amz-grant-"); grant != "" {
+		return "", apiErr("NotImplemented", "regen takes canned ACLs (x-amz-acl: "+strings.Join(cannedACLs, ", ")+") but no x-amz-grant-* headers ("+grant+")")
 	}
-	if req.key != "" {
-		if _, err := g.layer.readManifest(ctx, req.bucket, req.key); errors.Is(err, errNotFound) {
-			return apiErr("NoSuchKey", "The specified key does not exist.")
-		} else if err != nil {
-			return err
-		}
+	acl := c.Get("x-amz-acl")
+	switch {
+	case acl == "" || slices.Contains(cannedACLs, acl):
+		return storedACL(acl), nil
+	case acl == "public-read-write":
+		return "", apiErr("NotImplemented", "regen does not let anonymous callers write: canned ACL public-read-write is refused (accepted: "+strings.Join(cannedACLs, ", ")+")")
+	case acl == "aws-exec-read" || acl == "log-delivery-write":
+		return "", apiErr("NotImplemented", fmt.Sprintf("regen has no %s canned ACL (accepted: %s)", acl, strings.Join(cannedACLs, ", ")))
+	}
+	return "", apiErr("InvalidArgument", fmt.Sprintf("unknown canned ACL %q", acl))
+}
+
+// checkACLAllowed refuses an ACL grant on a bucket whose ownership
+// controls disable ACLs, as S3 does.
+func checkACLAllowed(b *metadata.Bucket, acl string) error {
+	if acl != "" && aclsDisabled(b) {
+		return apiErr("AccessControlListNotSupported", "The bucket does not allow ACLs (its object ownership is BucketOwnerEnforced)")
 	}
 	return nil
 }
 
-func (g *Gateway) getACL(c *fiber.Ctx, req *request) error {
-	if err := g.aclTarget(req); err != nil {
-		return err
-	}
-	owner := g.owner(req)
-	return sendXML(c, fiber.StatusOK, AccessControlPolicy{Owner: owner, Grants: []Grant{{
-		Grantee:    Grantee{XMLNSXSI: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", ID: owner.ID, DisplayName: owner.DisplayName},
+// grantsOf turns a stored canned ACL into the grants S3 reports for it.
+func grantsOf(owner *CanonicalUser, acl string) []Grant {
+	grants := []Grant{{
+		Grantee:    Grantee{XMLNSXSI: xsiNamespace, Type: "CanonicalUser", ID: owner.ID, DisplayName: owner.DisplayName},
 		Permission: "FULL_CONTROL",
-	}}})
+	}}
+	switch acl {
+	case "public-read":
+		grants = append(grants, Grant{Grantee: Grantee{XMLNSXSI: xsiNamespace, Type: "Group", URI: allUsersURI}, Permission: "READ"})
+	case "authenticated-read":
+		grants = append(grants, Grant{Grantee: Grantee{XMLNSXSI: xsiNamespace, Type: "Group", URI: authUsersURI}, Permission: "READ"})
+	}
+	return grants
 }
 
-// aclInput is a PUT ?acl body: only what decides whether it asks for
-// more than regen has (a grant to a group or an e-mail address, or a
-// permission short of full control).
+func (g *Gateway) getACL(c *fiber.Ctx, req *request) error {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	if err != nil {
+		return bucketErr(err)
+	}
+	acl := b.ACL
+	if req.key != "" {
+		m, err := g.layer.readManifest(ctx, req.bucket, req.key)
+		if errors.Is(err, errNotFound) {
+			return apiErr("NoSuchKey", "The specified key does not exist.")
+		} else if err != nil {
+			return err
+		}
+		acl = m.ACL
+	}
+	if aclsDisabled(&b) {
+		acl = ""
+	}
+	owner := g.owner(req)
+	return sendXML(c, fiber.StatusOK, AccessControlPolicy{Owner: owner, Grants: grantsOf(owner, acl)})
+}
+
+// aclInput is a PUT ?acl body: the grants, to be matched to a canned ACL.
 type aclInput struct {
 	Grants []struct {
 		URI        string `xml:"Grantee>URI"`
@@ -75,44 +124,73 @@ type aclInput struct {
 	} `xml:"AccessControlList>Grant"`
 }
 
-// ownerOnlyACLs are the canned ACLs that grant nothing beyond what every
-// access key already has (regen has one owner, who owns every bucket).
-var ownerOnlyACLs = []string{"private", "bucket-owner-full-control", "bucket-owner-read"}
-
-// noGrants refuses a write whose x-amz-acl or x-amz-grant-* headers ask
-// for access regen cannot give (public-read and the like): storing the
-// object while the client believes it public would be a silent failure.
-func noGrants(c *fiber.Ctx) error {
-	if acl := c.Get("x-amz-acl"); acl != "" && !slices.Contains(ownerOnlyACLs, acl) {
-		return apiErr("NotImplemented", fmt.Sprintf("regen has no ACLs: every access key has full control and nothing else can be granted; canned ACL %q is refused (%s are accepted)", acl, strings.Join(ownerOnlyACLs, ", ")))
+// cannedOf matches an ACL body to the canned ACL it amounts to: full
+// control for canonical users (regen's owners) plus, optionally, READ for
+// all users or for authenticated users. Anything else cannot be enforced
+// and is refused.
+func (in *aclInput) cannedOf() (string, error) {
+	acl := ""
+	for _, gr := range in.Grants {
+		switch {
+		case gr.URI == "" && gr.Email == "" && gr.Permission == "FULL_CONTROL":
+		case gr.URI == allUsersURI && gr.Permission == "READ" && acl != "authenticated-read":
+			acl = "public-read"
+		case gr.URI == authUsersURI && gr.Permission == "READ" && acl != "public-read":
+			acl = "authenticated-read"
+		default:
+			return "", apiErr("NotImplemented", fmt.Sprintf("regen cannot enforce this grant (%s to %s): it takes full control for access keys, READ for all users (public-read) or for authenticated users (authenticated-read)", gr.Permission, gr.URI+gr.Email))
+		}
 	}
-	if grant := headerWithPrefix(c, "x-amz-grant-"); grant != "" {
-		return apiErr("NotImplemented", "regen has no ACLs: every access key has full control and nothing else can be granted ("+grant+")")
-	}
-	return nil
+	return acl, nil
 }
 
-// putACL accepts what regen already has (the canned "private", or a body
-// granting full control to canonical users) and refuses the rest: a
-// client told that "public-read" or a grant took effect would believe
-// something regen does not do (s3cmd setacl --acl-public said so).
+// putACL sets a bucket's or object's ACL from x-amz-acl or from an
+// AccessControlPolicy body.
 func (g *Gateway) putACL(c *fiber.Ctx, req *request) error {
-	if err := noGrants(c); err != nil {
+	acl, err := requestACL(c)
+	if err != nil {
 		return err
 	}
-	if len(c.Body()) > 0 || c.Request().Header.ContentLength() > 0 {
+	if c.Get("x-amz-acl") == "" && (len(c.Body()) > 0 || c.Request().Header.ContentLength() > 0) {
 		var in aclInput
 		if err := DecodeXML(g.bodyReader(c, req, -1), &in); err != nil {
 			return err
 		}
-		for _, gr := range in.Grants {
-			if gr.URI != "" || gr.Email != "" || gr.Permission != "FULL_CONTROL" {
-				return apiErr("NotImplemented", fmt.Sprintf("regen has no ACLs: every access key has full control and nothing else can be granted (%s to %s)", gr.Permission, gr.URI+gr.Email))
-			}
+		if acl, err = in.cannedOf(); err != nil {
+			return err
 		}
 	}
-	if err := g.aclTarget(req); err != nil {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	if err != nil {
+		return bucketErr(err)
+	}
+	if err := checkACLAllowed(&b, acl); err != nil {
 		return err
+	}
+	if req.key == "" {
+		err = g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
+			if err := checkACLAllowed(b, acl); err != nil {
+				return err
+			}
+			b.ACL = acl
+			return nil
+		})
+		if err != nil {
+			return bucketErr(err)
+		}
+	} else {
+		_, err = g.layer.updateObject(ctx, req.bucket, req.key, func(m *metadata.Manifest) error {
+			m.ACL = acl
+			return nil
+		})
+		if errors.Is(err, errNotFound) {
+			return apiErr("NoSuchKey", "The specified key does not exist.")
+		}
+		if err != nil {
+			return err
+		}
 	}
 	c.Status(fiber.StatusOK)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,17 @@ func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
 			return apiErr("InvalidLocationConstraint", "The specified location-constraint is not valid for this endpoint ("+g.cfg.Region+").")
 		}
 	}
+	acl, err := requestACL(c)
+	if err != nil {
+		return err
+	}
+	ownership := c.Get("x-amz-object-ownership")
+	if ownership != "" && !slices.Contains(objectOwnerships, ownership) {
+		return apiErr("InvalidArgument", "Invalid x-amz-object-ownership header: "+ownership)
+	}
+	if ownership == "BucketOwnerEnforced" && acl != "" {
+		return apiErr("InvalidBucketAclWithObjectOwnership", "")
+	}
 	ctx, cancel := g.opContext()
 	defer cancel()
 	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err == nil {
@@ -71,7 +83,7 @@ func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	now := time.Now().UTC()
-	b := &metadata.Bucket{Name: req.bucket, Created: now, Version: g.layer.clock.next()}
+	b := &metadata.Bucket{Name: req.bucket, Created: now, Version: g.layer.clock.next(), ACL: acl, Ownership: ownership}
 	if err := g.layer.putBucket(ctx, g.buckets, b); err != nil {
 		return err
 	}

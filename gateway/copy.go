@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,6 +122,11 @@ func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	m := &metadata.Manifest{Bucket: req.bucket, Key: req.key, StorageClass: c.Get("x-amz-storage-class")}
+	// As in S3, a copy does not take the source's ACL: it gets the one
+	// the request asks for, private by default.
+	if m.ACL, err = requestACL(c); err != nil {
+		return err
+	}
 	switch strings.ToUpper(c.Get("x-amz-metadata-directive")) {
 	case "", "COPY":
 		if src.Bucket == req.bucket && src.Key == req.key && m.StorageClass == "" {
@@ -191,14 +197,28 @@ func (g *Gateway) uploadPartCopy(c *fiber.Ctx, req *request, num int) error {
 }
 
 // parseCopyRange reads x-amz-copy-source-range, which, unlike Range, must
-// be an explicit "bytes=first-last" inside the source.
+// be exactly one explicit "bytes=first-last" (InvalidArgument otherwise:
+// no suffix, open or multiple ranges, nothing after it) inside the source
+// (InvalidRange otherwise).
 func parseCopyRange(h string, size int64) (*byteRange, error) {
-	var first, last int64
-	if _, err := fmt.Sscanf(h, "bytes=%d-%d", &first, &last); err != nil || first < 0 || last < first {
-		return nil, apiErr("InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+	malformed := apiErr("InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	a, b, ok2 := strings.Cut(spec, "-")
+	if !ok || !ok2 || !allDigits(a) || !allDigits(b) {
+		return nil, malformed
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || last < first {
+		return nil, malformed
 	}
 	if last >= size {
 		return nil, apiErr("InvalidRange", "The requested range is not satisfiable")
 	}
 	return &byteRange{start: first, length: last - first + 1}, nil
+}
+
+// allDigits reports whether s is a non-empty run of ASCII digits.
+func allDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }

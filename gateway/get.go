@@ -157,8 +157,9 @@ var responseOverrides = map[string]string{
 // setObjectHeaders sets the headers of a GET or HEAD of m. whole is false
 // for a range: the stored checksums are of the whole object, and clients
 // that asked for them would check them against the part they got, as S3
-// never sends them for a range.
-func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manifest, whole bool) {
+// never sends them for a range. part is the ?partNumber asked for (0:
+// none); that part's checksum is sent for it.
+func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manifest, whole bool, part int) {
 	ct := m.ContentType
 	if ct == "" {
 		ct = "binary/octet-stream"
@@ -173,8 +174,21 @@ func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manif
 	for k, v := range m.Headers {
 		c.Set(k, v)
 	}
-	if whole && strings.EqualFold(c.Get("x-amz-checksum-mode"), "ENABLED") {
-		setChecksumHeaders(c, m.Checksums)
+	if strings.EqualFold(c.Get("x-amz-checksum-mode"), "ENABLED") {
+		switch {
+		case whole && len(m.Checksums) > 0:
+			setChecksumHeaders(c, m.Checksums)
+			if isMultipart(m) {
+				c.Set("x-amz-checksum-type", "COMPOSITE")
+			} else {
+				c.Set("x-amz-checksum-type", "FULL_OBJECT")
+			}
+		case part > 0 && isMultipart(m) && len(m.Parts[part-1].Checksums) > 0:
+			// A part read by ?partNumber carries that part's own
+			// checksum, which is what a client fetching parts checks.
+			setChecksumHeaders(c, m.Parts[part-1].Checksums)
+			c.Set("x-amz-checksum-type", "COMPOSITE")
+		}
 	}
 	if m.StorageClass != "" && m.StorageClass != "STANDARD" {
 		c.Set("x-amz-storage-class", m.StorageClass)
@@ -209,15 +223,17 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 		return err
 	}
 	var rng *byteRange
+	part := 0
 	if req.query.Has("partNumber") {
 		if rng, err = partRange(c, req, m); err != nil {
 			return err
 		}
+		part, _ = partNumber(req)
 	} else if rng, err = parseRange(c.Get("Range"), m.Size); err != nil {
 		c.Set("Content-Range", fmt.Sprintf("bytes */%d", m.Size))
 		return err
 	}
-	g.setObjectHeaders(c, req, m, rng == nil)
+	g.setObjectHeaders(c, req, m, rng == nil || (part > 0 && !isMultipart(m)), part)
 	off, length, status := int64(0), m.Size, fiber.StatusOK
 	if rng != nil {
 		off, length, status = rng.start, rng.length, fiber.StatusPartialContent

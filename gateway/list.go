@@ -2,8 +2,8 @@ package gateway
 
 import (
 	"encoding/base64"
-	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -32,14 +32,28 @@ func listArgs(req *request) (prefix, delim string, maxKeys int, encode bool, err
 	return prefix, delim, maxKeys, encode, nil
 }
 
-// s3Escape URL-encodes a key for encoding-type=url the way S3 does
-// (spaces as %20... and '/' kept... S3 uses form encoding with '+' for
-// space; SDKs decode with QueryUnescape, so use it).
+// s3Escape URL-encodes a name for encoding-type=url as S3 does: every
+// byte but the unreserved characters and '/' is percent-encoded (a space
+// as %20, '+' as %2B), so that both decoders clients use, unquote_plus
+// (botocore) and path unescaping (the Go SDKs), give the name back.
 func s3Escape(s string, on bool) string {
 	if !on {
 		return s
 	}
-	return url.QueryEscape(s)
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch ch := s[i]; {
+		case 'a' <= ch && ch <= 'z', 'A' <= ch && ch <= 'Z', '0' <= ch && ch <= '9',
+			ch == '-', ch == '_', ch == '.', ch == '~', ch == '/':
+			b.WriteByte(ch)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[ch>>4])
+			b.WriteByte(hex[ch&15])
+		}
+	}
+	return b.String()
 }
 
 func (g *Gateway) listObjectsV2(c *fiber.Ctx, req *request) error {
@@ -96,8 +110,11 @@ func (g *Gateway) listObjectsV1(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
+	// S3 leaves a V1 listing's Prefix as sent (botocore does not decode
+	// it); Delimiter, Marker, NextMarker, keys and common prefixes are
+	// encoded.
 	out := ListObjectsV1Output{
-		Name: req.bucket, Prefix: s3Escape(prefix, encode), Delimiter: s3Escape(delim, encode),
+		Name: req.bucket, Prefix: prefix, Delimiter: s3Escape(delim, encode),
 		Marker: s3Escape(marker, encode), MaxKeys: maxKeys, IsTruncated: res.Truncated,
 	}
 	if encode {
@@ -123,6 +140,11 @@ func (g *Gateway) runList(req *request, prefix, delim, after string, maxKeys int
 	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
 		return listResult{}, bucketErr(err)
 	}
+	if maxKeys == 0 {
+		// S3 answers max-keys=0 with an empty, untruncated page: there is
+		// no last entry to continue from.
+		return listResult{}, nil
+	}
 	return g.layer.list(ctx, listParams{Bucket: req.bucket, Prefix: prefix, Delimiter: delim, After: after, Max: maxKeys})
 }
 
@@ -135,4 +157,55 @@ func (g *Gateway) listObject(e metadata.ListEntry, encode bool) ObjectEntry {
 		Key: s3Escape(e.Key, encode), LastModified: ts(e.Modified), ETag: `"` + e.ETag + `"`,
 		Size: e.Size, StorageClass: class,
 	}
+}
+
+// listObjectVersions answers ListObjectVersions. regen keeps one version
+// per key, so every current object is listed as its null version, latest;
+// cleanup scripts, Terraform's force_destroy and rclone --s3-versions ask
+// for versions on every bucket, as S3 answers them.
+func (g *Gateway) listObjectVersions(c *fiber.Ctx, req *request) error {
+	prefix, delim, maxKeys, encode, err := listArgs(req)
+	if err != nil {
+		return err
+	}
+	q := req.query
+	keyMarker, idMarker := q.Get("key-marker"), q.Get("version-id-marker")
+	switch {
+	case idMarker != "" && keyMarker == "":
+		return apiErr("InvalidArgument", "A version-id marker cannot be specified without a key marker.")
+	case idMarker != "" && idMarker != "null":
+		return apiErr("InvalidArgument", "Invalid version id specified")
+	}
+	// The only version of key-marker is null: whether or not
+	// version-id-marker names it, the listing goes on after that key.
+	res, err := g.runList(req, prefix, delim, keyMarker, maxKeys)
+	if err != nil {
+		return err
+	}
+	out := ListVersionsResult{
+		Name: req.bucket, Prefix: s3Escape(prefix, encode), Delimiter: s3Escape(delim, encode),
+		KeyMarker: s3Escape(keyMarker, encode), VersionIDMarker: idMarker,
+		MaxKeys: maxKeys, IsTruncated: res.Truncated,
+	}
+	if encode {
+		out.EncodingType = "url"
+	}
+	if res.Truncated {
+		out.NextKeyMarker = s3Escape(res.Last, encode)
+		if n := len(res.Objects); n > 0 && res.Objects[n-1].Key == res.Last {
+			out.NextVersionIDMarker = "null"
+		}
+	}
+	owner := g.owner(req)
+	for _, e := range res.Objects {
+		obj := g.listObject(e, encode)
+		out.Versions = append(out.Versions, VersionEntry{
+			Key: obj.Key, VersionID: "null", IsLatest: true, LastModified: obj.LastModified,
+			ETag: obj.ETag, Size: obj.Size, StorageClass: obj.StorageClass, Owner: owner,
+		})
+	}
+	for _, p := range res.Prefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, PrefixEntry{Prefix: s3Escape(p, encode)})
+	}
+	return sendXML(c, fiber.StatusOK, out)
 }

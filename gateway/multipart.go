@@ -63,6 +63,7 @@ func (g *Gateway) createMultipartUpload(c *fiber.Ctx, req *request) error {
 		ChunkSize: codec.ChunkSize(code, g.cfg.ChunkSize),
 		Placement: g.placeNew(placementKey(req.bucket, req.key), n),
 		Checksum:  strings.ToUpper(c.Get("x-amz-checksum-algorithm")),
+		ACL:       m.ACL,
 	}
 	if len(u.Placement) < n {
 		return fmt.Errorf("%w: only %d shard servers known, %s needs %d", errUnavailable, len(u.Placement), u.Code, n)
@@ -232,7 +233,7 @@ func assemble(u *metadata.Upload, want []CompletePart, have []metadata.UploadPar
 	m := &metadata.Manifest{
 		Bucket: u.Bucket, Key: u.Key, ContentType: u.ContentType, UserMeta: u.UserMeta, Headers: u.Headers,
 		StorageClass: u.StorageClass, Code: u.Code, CodecFormat: u.CodecFormat, ChunkSize: u.ChunkSize,
-		Placement: u.Placement, Parts: []metadata.Part{},
+		Placement: u.Placement, Parts: []metadata.Part{}, ACL: u.ACL,
 	}
 	for _, w := range want {
 		if p := byNum[w.PartNumber]; p == nil || strings.Trim(w.ETag, `" `) != p.ETag {
@@ -248,7 +249,7 @@ func assemble(u *metadata.Upload, want []CompletePart, have []metadata.UploadPar
 		raw, _ := hex.DecodeString(p.ETag)
 		etags.Write(raw)
 		m.Size += p.Size
-		m.Parts = append(m.Parts, metadata.Part{Number: p.Number, ID: p.ID, Size: p.Size, ETag: p.ETag, ShardCRC: p.ShardCRC})
+		m.Parts = append(m.Parts, metadata.Part{Number: p.Number, ID: p.ID, Size: p.Size, ETag: p.ETag, ShardCRC: p.ShardCRC, Checksums: p.Checksums})
 	}
 	if m.Size > maxObjectSize {
 		return nil, apiErr("EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.")
@@ -329,6 +330,9 @@ func (g *Gateway) listParts(c *fiber.Ctx, req *request) error {
 	out := ListPartsResult{
 		Bucket: req.bucket, Key: req.key, UploadID: u.ID, Initiator: owner, Owner: owner,
 		StorageClass: u.StorageClass, PartNumberMarker: marker, MaxParts: maxParts, ChecksumAlgorithm: u.Checksum,
+	}
+	if u.Checksum != "" {
+		out.ChecksumType = "COMPOSITE"
 	}
 	for _, p := range parts {
 		if p.Number <= marker {

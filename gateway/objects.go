@@ -158,6 +158,9 @@ func newManifest(c *fiber.Ctx, bucket, key string) (*metadata.Manifest, error) {
 	if m.UserMeta, err = userMeta(c); err != nil {
 		return nil, err
 	}
+	if m.ACL, err = requestACL(c); err != nil {
+		return nil, err
+	}
 	m.Headers = storedHeaderValues(c)
 	return m, nil
 }
@@ -194,6 +197,9 @@ func (g *Gateway) prepareManifest(ctx context.Context, m *metadata.Manifest) (co
 	b, err := g.layer.bucket(ctx, g.buckets, m.Bucket)
 	if err != nil {
 		return nil, bucketErr(err)
+	}
+	if err := checkACLAllowed(&b, m.ACL); err != nil {
+		return nil, err
 	}
 	code, codeName, err := g.codeFor(b.Code, m.StorageClass)
 	if err != nil {

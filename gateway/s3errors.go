@@ -91,6 +91,18 @@ var (
 	ErrSignatureDoesNotMatch             = reg("SignatureDoesNotMatch", 403, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
 	ErrSlowDown                          = reg("SlowDown", 503, "Please reduce your request rate.")
 	ErrXAmzContentSHA256Mismatch         = reg("XAmzContentSHA256Mismatch", 400, "The provided 'x-amz-content-sha256' header does not match what was computed.")
+
+	// Bucket and object configuration (ACLs, ownership, tags, CORS, policy).
+	ErrAccessControlListNotSupported       = reg("AccessControlListNotSupported", 400, "The bucket does not allow ACLs")
+	ErrInvalidBucketAclWithObjectOwnership = reg("InvalidBucketAclWithObjectOwnership", 400, "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting")
+	ErrOwnershipControlsNotFound           = reg("OwnershipControlsNotFoundError", 404, "The bucket ownership controls were not found")
+	ErrInvalidTag                          = reg("InvalidTag", 400, "The tag provided was not a valid tag.")
+	ErrBadRequest                          = reg("BadRequest", 400, "Bad Request")
+	ErrNoSuchTagSet                        = reg("NoSuchTagSet", 404, "The TagSet does not exist")
+	ErrNoSuchCORSConfiguration             = reg("NoSuchCORSConfiguration", 404, "The CORS configuration does not exist")
+	ErrNoSuchBucketPolicy                  = reg("NoSuchBucketPolicy", 404, "The bucket policy does not exist")
+	ErrMalformedPolicy                     = reg("MalformedPolicy", 400, "Policy has invalid resource")
+	ErrCORSForbidden                       = reg("CORSForbidden", 403, "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.")
 )
 
 // apiErrors indexes the values above by code.

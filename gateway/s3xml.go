@@ -376,3 +376,84 @@ type CopyPartResult struct {
 	LastModified Timestamp `xml:"LastModified"`
 	Checksums
 }
+
+// ---- Versions ----
+
+// ListVersionsResult is the ListObjectVersions response. regen keeps one
+// version per key, so every object is listed once, as its null version,
+// latest. With encoding-type=url the caller encodes KeyMarker,
+// NextKeyMarker, Prefix, Delimiter, Key and the CommonPrefixes.
+type ListVersionsResult struct {
+	XMLName             xml.Name       `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListVersionsResult"`
+	Name                string         `xml:"Name"`
+	Prefix              string         `xml:"Prefix"`
+	KeyMarker           string         `xml:"KeyMarker"`
+	VersionIDMarker     string         `xml:"VersionIdMarker"`
+	NextKeyMarker       string         `xml:"NextKeyMarker,omitempty"`
+	NextVersionIDMarker string         `xml:"NextVersionIdMarker,omitempty"`
+	Delimiter           string         `xml:"Delimiter,omitempty"`
+	MaxKeys             int            `xml:"MaxKeys"`
+	IsTruncated         bool           `xml:"IsTruncated"`
+	EncodingType        string         `xml:"EncodingType,omitempty"`
+	Versions            []VersionEntry `xml:"Version"`
+	CommonPrefixes      []PrefixEntry  `xml:"CommonPrefixes"`
+}
+
+// VersionEntry is one Version of ListVersionsResult.
+type VersionEntry struct {
+	Key          string         `xml:"Key"`
+	VersionID    string         `xml:"VersionId"`
+	IsLatest     bool           `xml:"IsLatest"`
+	LastModified Timestamp      `xml:"LastModified"`
+	ETag         string         `xml:"ETag"`
+	Size         int64          `xml:"Size"`
+	StorageClass string         `xml:"StorageClass"`
+	Owner        *CanonicalUser `xml:"Owner,omitempty"`
+}
+
+// ---- GetObjectAttributes ----
+
+// GetObjectAttributesResponse is the GetObjectAttributes response: only
+// the attributes asked for in x-amz-object-attributes are filled in.
+type GetObjectAttributesResponse struct {
+	XMLName      xml.Name               `xml:"http://s3.amazonaws.com/doc/2006-03-01/ GetObjectAttributesResponse"`
+	ETag         string                 `xml:"ETag,omitempty"` // unquoted, unlike the header
+	Checksum     *AttributesChecksum    `xml:"Checksum,omitempty"`
+	ObjectParts  *AttributesObjectParts `xml:"ObjectParts,omitempty"`
+	StorageClass string                 `xml:"StorageClass,omitempty"`
+	ObjectSize   *int64                 `xml:"ObjectSize,omitempty"`
+}
+
+// AttributesChecksum is the Checksum of GetObjectAttributesResponse.
+type AttributesChecksum struct {
+	Checksums
+	ChecksumType string `xml:"ChecksumType,omitempty"`
+}
+
+// AttributesObjectParts is the ObjectParts of GetObjectAttributesResponse.
+type AttributesObjectParts struct {
+	PartsCount           int              `xml:"PartsCount"`
+	PartNumberMarker     int              `xml:"PartNumberMarker"`
+	NextPartNumberMarker int              `xml:"NextPartNumberMarker"`
+	MaxParts             int              `xml:"MaxParts"`
+	IsTruncated          bool             `xml:"IsTruncated"`
+	Parts                []AttributesPart `xml:"Part"`
+}
+
+// AttributesPart is one Part of AttributesObjectParts.
+type AttributesPart struct {
+	PartNumber int   `xml:"PartNumber"`
+	Size       int64 `xml:"Size"`
+	Checksums
+}
+
+// ---- Ownership controls ----
+
+// OwnershipControls is the PutBucketOwnershipControls request and the
+// GetBucketOwnershipControls response.
+type OwnershipControls struct {
+	XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ OwnershipControls"`
+	Rules   []struct {
+		ObjectOwnership string `xml:"ObjectOwnership"`
+	} `xml:"Rule"`
+}

@@ -107,7 +107,10 @@ type request struct {
 	key    string
 	query  url.Values
 	auth   *sigv4.Result
-	start  time.Time
+	// anonymous is set for a request without any signature; auth then
+	// holds no key and an unsigned payload (see authorize).
+	anonymous bool
+	start     time.Time
 }
 
 func newRequestID() string {
@@ -120,6 +123,9 @@ func newRequestID() string {
 // key and query, and renders errors as S3 XML.
 func (g *Gateway) serve(c *fiber.Ctx) error {
 	req := &request{id: newRequestID(), method: c.Method(), start: time.Now()}
+	// Header names go out as written: S3 returns user metadata names as
+	// stored (lower case), and SDKs compare them case-sensitively.
+	c.Response().Header.DisableNormalizing()
 	c.Set("x-amz-request-id", req.id)
 	c.Set("Server", "regen")
 	op := "unknown"
@@ -166,6 +172,13 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 	req.bucket, req.key = bucket, key
 
 	if err := g.authenticate(c, req, rawPath, rawQuery); err != nil {
+		if !errors.Is(err, sigv4.ErrNoAuth) {
+			return err
+		}
+		req.anonymous = true
+		req.auth = &sigv4.Result{PayloadHash: sigv4.UnsignedPayload}
+	}
+	if err := g.authorize(c, req); err != nil {
 		return err
 	}
 
@@ -196,6 +209,13 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 	q := req.query
 	switch req.method {
 	case fiber.MethodPut, fiber.MethodDelete:
+		if q.Has("ownershipControls") {
+			*op = "PutBucketOwnershipControls"
+			if req.method == fiber.MethodDelete {
+				*op = "DeleteBucketOwnershipControls"
+			}
+			return g.bucketOwnership(c, req)
+		}
 		// PUT ?tagging or DELETE ?policy must not create or delete the
 		// bucket itself.
 		if err := onlyParams(q); err != nil {
@@ -205,9 +225,6 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 	switch req.method {
 	case fiber.MethodPut:
 		*op = "CreateBucket"
-		if err := noGrants(c); err != nil {
-			return err
-		}
 		return g.createBucket(c, req)
 	case fiber.MethodHead:
 		*op = "HeadBucket"
@@ -225,6 +242,12 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Has("uploads"):
 			*op = "ListMultipartUploads"
 			return g.listMultipartUploads(c, req)
+		case q.Has("ownershipControls"):
+			*op = "GetBucketOwnershipControls"
+			return g.bucketOwnership(c, req)
+		case q.Has("versions"):
+			*op = "ListObjectVersions"
+			return g.listObjectVersions(c, req)
 		case q.Has("versioning"):
 			*op = "GetBucketVersioning"
 			return g.bucketVersioning(c, req)
@@ -264,6 +287,10 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 		}
 		return g.putObject(c, req)
 	case fiber.MethodGet:
+		if req.query.Has("attributes") {
+			*op = "GetObjectAttributes"
+			return g.getObjectAttributes(c, req)
+		}
 		*op = "GetObject"
 		return g.getObject(c, req, false)
 	case fiber.MethodHead:
@@ -282,13 +309,13 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 // through to the plain operation: PUT ?tagging would overwrite the object
 // with the tag set's XML, DELETE ?tagging would delete the object.
 var objectParams = map[string][]string{
-	fiber.MethodGet:    {"partNumber", "versionId"},
+	fiber.MethodGet:    {"partNumber", "versionId", "attributes"},
 	fiber.MethodHead:   {"partNumber", "versionId"},
 	fiber.MethodDelete: {"versionId"},
 }
 
 // writableAsAsked refuses object writes that ask for what regen does not
-// do: grants beyond the owner (noGrants), tags, object lock, and
+// do: ACL grants it cannot enforce (requestACL), tags, object lock, and
 // server-side encryption (SSE-S3, SSE-KMS or SSE-C). Storing the object
 // while the client believes it public, tagged, locked or encrypted would
 // be worse than failing.
@@ -296,7 +323,7 @@ func writableAsAsked(c *fiber.Ctx, method string) error {
 	if method != fiber.MethodPut && method != fiber.MethodPost {
 		return nil
 	}
-	if err := noGrants(c); err != nil {
+	if _, err := requestACL(c); err != nil {
 		return err
 	}
 	if c.Get("x-amz-tagging") != "" || strings.EqualFold(c.Get("x-amz-tagging-directive"), "REPLACE") {

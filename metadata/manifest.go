@@ -31,6 +31,10 @@ type Manifest struct {
 	// ("CRC32C"...), base64 as S3 sends them. A multipart object's are
 	// checksums of its part checksums, suffixed "-N", as S3 reports them.
 	Checksums map[string]string `json:"checksums,omitempty"`
+	// ACL is the object's canned ACL ("public-read"...); empty is private.
+	ACL string `json:"acl,omitempty"`
+	// Tags are the object's tags (x-amz-tagging, PutObjectTagging).
+	Tags map[string]string `json:"tags,omitempty"`
 
 	// Code is the codec name, e.g. "rs-6-3"; CodecFormat the codec.FormatVersion.
 	Code        string `json:"code"`
@@ -55,6 +59,9 @@ type Part struct {
 	// ShardCRC is the CRC-32C of each whole shard file's data, by shard
 	// index, so a rebuilt shard can be verified before it is used.
 	ShardCRC []uint32 `json:"shard_crc"`
+	// Checksums are the part's x-amz-checksum-* values verified at upload
+	// (multipart parts only), by algorithm name, base64.
+	Checksums map[string]string `json:"checksums,omitempty"`
 }
 
 // Errors returned by Validate.
@@ -158,6 +165,12 @@ type Bucket struct {
 	Deleted bool      `json:"deleted,omitempty"`
 	// Code is the bucket's default code name; empty means the cluster default.
 	Code string `json:"code,omitempty"`
+	// ACL is the bucket's canned ACL ("public-read"...); empty is private.
+	ACL string `json:"acl,omitempty"`
+	// Ownership is the bucket's object ownership control
+	// (BucketOwnerEnforced, BucketOwnerPreferred, ObjectWriter); empty
+	// when none was set.
+	Ownership string `json:"ownership,omitempty"`
 }
 
 // ListEntry is one row of a shard server's listing: a key's current manifest

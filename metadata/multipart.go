@@ -22,6 +22,8 @@ type Upload struct {
 	Headers      map[string]string `json:"headers,omitempty"`
 	StorageClass string            `json:"storage_class,omitempty"`
 	Checksum     string            `json:"checksum,omitempty"` // x-amz-checksum-algorithm, if any
+	ACL          string            `json:"acl,omitempty"`      // canned ACL
+	Tags         map[string]string `json:"tags,omitempty"`     // x-amz-tagging
 
 	// Geometry every part is written with: all parts of one object share
 	// code, chunk size and placement, so the manifest can list them.

@@ -377,7 +377,6 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 	}{
 		{http.MethodPut, "/other/tagged?tagging", tagging},
 		{http.MethodDelete, "/other/tagged?tagging", nil},
-		{http.MethodGet, "/other/tagged?attributes", nil},
 		{http.MethodPut, "/other/tagged?retention", []byte("<Retention/>")},
 		{http.MethodPost, "/other/tagged?restore", []byte("<RestoreRequest/>")},
 		{http.MethodGet, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
@@ -424,9 +423,10 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 	}
 }
 
-// regen has no ACLs: PUT ?acl takes what matches that (private, or full
-// control for canonical users) and refuses any grant it could not honour,
-// instead of answering 200 to "public-read" as it once did. A request
+// PUT ?acl takes the canned ACLs regen enforces (private, public-read,
+// authenticated-read, or their grants in a body) and refuses any grant it
+// could not honour (public-read-write, x-amz-grant-*, grants to e-mail
+// addresses), instead of answering 200 as it once did. A request
 // signed for another region is told the right one, so that s3cmd with its
 // default region ("US") finds its way.
 func testACLAndRegion(t *testing.T, d *devCluster, c *minio.Client) {
@@ -443,31 +443,35 @@ func testACLAndRegion(t *testing.T, d *devCluster, c *minio.Client) {
 		{"/other/acl?acl", "", map[string]string{"x-amz-acl": "private"}, 200},
 		{"/other/acl?acl", owner + `</AccessControlList></AccessControlPolicy>`, nil, 200},
 		{"/other?acl", "", map[string]string{"x-amz-acl": "private"}, 200},
-		{"/other/acl?acl", "", map[string]string{"x-amz-acl": "public-read"}, 501},
-		{"/other/acl?acl", public + `</AccessControlList></AccessControlPolicy>`, nil, 501},
+		{"/other/acl?acl", "", map[string]string{"x-amz-acl": "public-read-write"}, 501},
+		{"/other/acl?acl", public + `<Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="Group"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>WRITE</Permission></Grant></AccessControlList></AccessControlPolicy>`, nil, 501},
 		{"/other/acl?acl", "", map[string]string{"x-amz-grant-read": `uri="http://acs.amazonaws.com/groups/global/AllUsers"`}, 501},
 		{"/other?acl", "", map[string]string{"x-amz-acl": "public-read-write"}, 501},
 		{"/other/no-such-key?acl", "", map[string]string{"x-amz-acl": "private"}, 404},
 		// The same rule on writes: objects, uploads and buckets.
-		{"/other/acl", "x", map[string]string{"x-amz-acl": "public-read"}, 501},
+		{"/other/acl", "x", map[string]string{"x-amz-acl": "public-read-write"}, 501},
 		{"/other/acl", "x", map[string]string{"x-amz-grant-full-control": `id="someone-else"`}, 501},
 		{"/other/acl2", "x", map[string]string{"x-amz-acl": "bucket-owner-full-control"}, 200},
-		{"/aclbucket", "", map[string]string{"x-amz-acl": "public-read"}, 501},
+		{"/aclbucket", "", map[string]string{"x-amz-acl": "public-read-write"}, 501},
 	} {
 		if code, body := signedRequest(t, d, http.MethodPut, r.path, []byte(r.body), r.hdr); code != r.code {
 			t.Errorf("PUT %s %v: %d %s; want %d", r.path, r.hdr, code, body, r.code)
 		}
 	}
-	if code, body := signedRequest(t, d, http.MethodPost, "/other/acl3?uploads", nil, map[string]string{"x-amz-acl": "public-read"}); code != 501 {
-		t.Errorf("CreateMultipartUpload public-read: %d %s; want 501", code, body)
+	if code, body := signedRequest(t, d, http.MethodPost, "/other/acl3?uploads", nil, map[string]string{"x-amz-acl": "public-read-write"}); code != 501 {
+		t.Errorf("CreateMultipartUpload public-read-write: %d %s; want 501", code, body)
 	}
 	if got := get(t, c, "other", "acl", minio.GetObjectOptions{}); string(got) != "acl target" {
 		t.Errorf("object after refused writes: %q", got)
 	}
 	if ok, _ := c.BucketExists(ctx(t), "aclbucket"); ok {
-		t.Error("bucket created though its public-read ACL was refused")
+		t.Error("bucket created though its public-read-write ACL was refused")
 	}
-	if code, body := signedRequest(t, d, http.MethodGet, "/other/acl?acl", nil, nil); code != 200 || !strings.Contains(body, "FULL_CONTROL") || strings.Contains(body, "AllUsers") {
+	// The body with an AllUsers READ grant made it public-read.
+	if code, body := signedRequest(t, d, http.MethodPut, "/other/acl?acl", []byte(public+`</AccessControlList></AccessControlPolicy>`), nil); code != 200 {
+		t.Errorf("PUT ?acl with AllUsers READ: %d %s", code, body)
+	}
+	if code, body := signedRequest(t, d, http.MethodGet, "/other/acl?acl", nil, nil); code != 200 || !strings.Contains(body, "FULL_CONTROL") || !strings.Contains(body, "AllUsers") {
 		t.Errorf("GET ?acl: %d %s", code, body)
 	}
 

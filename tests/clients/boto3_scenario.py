@@ -1,7 +1,9 @@
 """boto3 scenario of tests/clients/run.sh: multipart upload and download,
 listing with pagination, copy, multi-delete, presigned GET and PUT,
-conditional write, checksums, GET by part number, and refused
-sub-resources and encryption against a running regen.
+conditional write, checksums, GET by part number, metadata names,
+version listings, url-encoded listings, object attributes, public-read
+with anonymous reads, ownership controls, and refused sub-resources and
+encryption against a running regen.
 
 usage: boto3_scenario.py ENDPOINT WORKDIR (credentials from AWS_* env)
 """
@@ -9,6 +11,7 @@ usage: boto3_scenario.py ENDPOINT WORKDIR (credentials from AWS_* env)
 import hashlib
 import os
 import sys
+import urllib.error
 import urllib.request
 
 import boto3
@@ -37,6 +40,68 @@ def error_code(fn):
     except ClientError as e:
         return e.response["Error"]["Code"]
     return None
+
+
+def anonymous(url, method="GET"):
+    """Status and body of an unsigned request."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method)) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def compat(s3, endpoint, bucket):
+    """What boto3 users and test suites broke on: metadata names, version
+    listings of unversioned buckets, url-encoded listings, max-keys=0,
+    GetObjectAttributes, public-read with anonymous reads."""
+    s3.put_object(Bucket=bucket, Key="meta", Body=b"m", Metadata={"key1": "value1", "Mixed": "v"})
+    got = s3.head_object(Bucket=bucket, Key="meta")["Metadata"]
+    check(got == {"key1": "value1", "mixed": "v"}, "user metadata names as stored: %r" % got)
+    s3.copy_object(Bucket=bucket, Key="meta2", CopySource={"Bucket": bucket, "Key": "meta"})
+    check(s3.head_object(Bucket=bucket, Key="meta2")["Metadata"] == {"key1": "value1", "mixed": "v"}, "metadata after copy (COPY)")
+    s3.copy_object(Bucket=bucket, Key="meta3", CopySource={"Bucket": bucket, "Key": "meta"},
+                   MetadataDirective="REPLACE", Metadata={"key2": "value2"})
+    check(s3.head_object(Bucket=bucket, Key="meta3")["Metadata"] == {"key2": "value2"}, "metadata after copy (REPLACE)")
+
+    for k in ["ver/a", "ver/b b", "ver/c+c"]:
+        s3.put_object(Bucket=bucket, Key=k, Body=k.encode())
+    pages = s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix="ver/", PaginationConfig={"PageSize": 2})
+    vers = [(v["Key"], v["VersionId"], v["IsLatest"]) for p in pages for v in p.get("Versions", [])]
+    check(vers == [("ver/a", "null", True), ("ver/b b", "null", True), ("ver/c+c", "null", True)],
+          "list_object_versions pages through the null versions: %r" % vers)
+
+    # boto3 asks for encoding-type=url on its own and decodes what S3 encodes.
+    r = s3.list_objects(Bucket=bucket, Prefix="ver/b ", Delimiter="/")
+    check(r["Prefix"] == "ver/b " and [o["Key"] for o in r["Contents"]] == ["ver/b b"], "list_objects Prefix as sent: %r" % r["Prefix"])
+    r = s3.list_objects_v2(Bucket=bucket, Prefix="ver/c+")
+    check(r["Prefix"] == "ver/c+" and [o["Key"] for o in r["Contents"]] == ["ver/c+c"], "list_objects_v2 with '+': %r" % r["Prefix"])
+    r = s3.list_objects(Bucket=bucket, Delimiter="/", EncodingType="url", Prefix="ver/")
+    check(r["Prefix"] == "ver/" and "ver/b%20b" in [o["Key"] for o in r["Contents"]] and "ver/c%2Bc" in [o["Key"] for o in r["Contents"]],
+          "explicit encoding-type=url keys: %r" % [o["Key"] for o in r["Contents"]])
+    r = s3.list_objects_v2(Bucket=bucket, MaxKeys=0)
+    check(r["IsTruncated"] is False and r["KeyCount"] == 0, "max-keys=0 is an empty untruncated page")
+
+    a = s3.get_object_attributes(Bucket=bucket, Key="dir/mid.bin", ObjectAttributes=["ETag", "ObjectSize", "ObjectParts", "StorageClass"], MaxParts=2)
+    check(a["ETag"].endswith("-5") and a["ObjectSize"] == s3.head_object(Bucket=bucket, Key="dir/mid.bin")["ContentLength"]
+          and a["ObjectParts"]["TotalPartsCount"] == 5 and a["ObjectParts"]["IsTruncated"] and len(a["ObjectParts"]["Parts"]) == 2,
+          "get_object_attributes")
+
+    s3.create_bucket(Bucket="boto3-public", ACL="public-read")
+    s3.put_object(Bucket="boto3-public", Key="page.html", Body=b"<p>hi</p>", ACL="public-read", ContentType="text/html")
+    s3.put_object(Bucket="boto3-public", Key="secret", Body=b"s")
+    check(anonymous(endpoint + "/boto3-public/page.html") == (200, b"<p>hi</p>"), "anonymous GET of a public-read object")
+    check(anonymous(endpoint + "/boto3-public/secret")[0] == 403, "anonymous GET of a private object is refused")
+    status, body = anonymous(endpoint + "/boto3-public?list-type=2")
+    check(status == 200 and b"<Key>secret</Key>" in body, "anonymous listing of a public-read bucket")
+    grants = s3.get_object_acl(Bucket="boto3-public", Key="page.html")["Grants"]
+    check(any(g["Grantee"].get("URI", "").endswith("/AllUsers") and g["Permission"] == "READ" for g in grants), "get_object_acl shows the public grant")
+    s3.put_bucket_ownership_controls(Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+    check(s3.get_bucket_ownership_controls(Bucket=bucket)["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}],
+          "ownership controls round trip")
+    s3.delete_bucket_ownership_controls(Bucket=bucket)
+    s3.delete_objects(Bucket="boto3-public", Delete={"Objects": [{"Key": "page.html"}, {"Key": "secret"}]})
+    s3.delete_bucket(Bucket="boto3-public")
 
 
 def main():
@@ -101,6 +166,8 @@ def main():
         f.seek(8 << 20)
         want = f.read(8 << 20)
     check(part["Body"].read() == want and part["PartsCount"] == 5, "GET part 2 of 5")
+
+    compat(s3, endpoint, bucket)
 
     # Sub-resources regen lacks are refused and change nothing.
     code = error_code(lambda: s3.put_object_tagging(Bucket=bucket, Key="summed",
