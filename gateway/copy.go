@@ -141,6 +141,16 @@ func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
 	default:
 		return apiErr("InvalidArgument", "Unknown metadata directive.")
 	}
+	switch strings.ToUpper(c.Get("x-amz-tagging-directive")) {
+	case "", "COPY":
+		m.Tags = src.Tags
+	case "REPLACE":
+		if m.Tags, err = tagsFromHeader(c.Get("x-amz-tagging")); err != nil {
+			return err
+		}
+	default:
+		return apiErr("InvalidArgument", "Unknown tagging directive.")
+	}
 	if m.StorageClass == "" {
 		m.StorageClass = src.StorageClass
 	}

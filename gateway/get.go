@@ -190,6 +190,7 @@ func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manif
 			c.Set("x-amz-checksum-type", "COMPOSITE")
 		}
 	}
+	setTaggingCount(c, m)
 	if m.StorageClass != "" && m.StorageClass != "STANDARD" {
 		c.Set("x-amz-storage-class", m.StorageClass)
 	}

@@ -64,6 +64,7 @@ func (g *Gateway) createMultipartUpload(c *fiber.Ctx, req *request) error {
 		Placement: g.placeNew(placementKey(req.bucket, req.key), n),
 		Checksum:  strings.ToUpper(c.Get("x-amz-checksum-algorithm")),
 		ACL:       m.ACL,
+		Tags:      m.Tags,
 	}
 	if len(u.Placement) < n {
 		return fmt.Errorf("%w: only %d shard servers known, %s needs %d", errUnavailable, len(u.Placement), u.Code, n)
@@ -233,7 +234,7 @@ func assemble(u *metadata.Upload, want []CompletePart, have []metadata.UploadPar
 	m := &metadata.Manifest{
 		Bucket: u.Bucket, Key: u.Key, ContentType: u.ContentType, UserMeta: u.UserMeta, Headers: u.Headers,
 		StorageClass: u.StorageClass, Code: u.Code, CodecFormat: u.CodecFormat, ChunkSize: u.ChunkSize,
-		Placement: u.Placement, Parts: []metadata.Part{}, ACL: u.ACL,
+		Placement: u.Placement, Parts: []metadata.Part{}, ACL: u.ACL, Tags: u.Tags,
 	}
 	for _, w := range want {
 		if p := byNum[w.PartNumber]; p == nil || strings.Trim(w.ETag, `" `) != p.ETag {

@@ -161,6 +161,9 @@ func newManifest(c *fiber.Ctx, bucket, key string) (*metadata.Manifest, error) {
 	if m.ACL, err = requestACL(c); err != nil {
 		return nil, err
 	}
+	if m.Tags, err = tagsFromHeader(c.Get("x-amz-tagging")); err != nil {
+		return nil, err
+	}
 	m.Headers = storedHeaderValues(c)
 	return m, nil
 }

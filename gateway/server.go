@@ -209,6 +209,13 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 	q := req.query
 	switch req.method {
 	case fiber.MethodPut, fiber.MethodDelete:
+		if q.Has("tagging") {
+			*op = "PutBucketTagging"
+			if req.method == fiber.MethodDelete {
+				*op = "DeleteBucketTagging"
+			}
+			return g.bucketTagging(c, req)
+		}
 		if q.Has("ownershipControls") {
 			*op = "PutBucketOwnershipControls"
 			if req.method == fiber.MethodDelete {
@@ -242,6 +249,9 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Has("uploads"):
 			*op = "ListMultipartUploads"
 			return g.listMultipartUploads(c, req)
+		case q.Has("tagging"):
+			*op = "GetBucketTagging"
+			return g.bucketTagging(c, req)
 		case q.Has("ownershipControls"):
 			*op = "GetBucketOwnershipControls"
 			return g.bucketOwnership(c, req)
@@ -272,6 +282,19 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 	}
 	if req.query.Has("uploads") || req.query.Has("uploadId") {
 		return g.routeMultipart(c, req, op)
+	}
+	if req.query.Has("tagging") {
+		*op = map[string]string{fiber.MethodGet: "GetObjectTagging", fiber.MethodPut: "PutObjectTagging", fiber.MethodDelete: "DeleteObjectTagging"}[req.method]
+		if *op == "" {
+			return apiErr("MethodNotAllowed", "")
+		}
+		if err := onlyParams(req.query, "tagging", "versionId"); err != nil {
+			return err
+		}
+		if v, ok := req.query["versionId"]; ok && (len(v) != 1 || v[0] != "null") {
+			return apiErr("NotImplemented", "regen keeps no object versions; only versionId=null (the current version) is accepted")
+		}
+		return g.objectTagging(c, req)
 	}
 	if err := onlyParams(req.query, objectParams[req.method]...); err != nil {
 		return err
@@ -315,19 +338,16 @@ var objectParams = map[string][]string{
 }
 
 // writableAsAsked refuses object writes that ask for what regen does not
-// do: ACL grants it cannot enforce (requestACL), tags, object lock, and
+// do: ACL grants it cannot enforce (requestACL), object lock, and
 // server-side encryption (SSE-S3, SSE-KMS or SSE-C). Storing the object
-// while the client believes it public, tagged, locked or encrypted would
-// be worse than failing.
+// while the client believes it writable by anyone, locked or encrypted
+// would be worse than failing.
 func writableAsAsked(c *fiber.Ctx, method string) error {
 	if method != fiber.MethodPut && method != fiber.MethodPost {
 		return nil
 	}
 	if _, err := requestACL(c); err != nil {
 		return err
-	}
-	if c.Get("x-amz-tagging") != "" || strings.EqualFold(c.Get("x-amz-tagging-directive"), "REPLACE") {
-		return apiErr("NotImplemented", "regen does not store object tags (x-amz-tagging)")
 	}
 	if c.Get("x-amz-object-lock-mode") != "" || c.Get("x-amz-object-lock-retain-until-date") != "" || c.Get("x-amz-object-lock-legal-hold") != "" {
 		return apiErr("NotImplemented", "regen has no object lock (x-amz-object-lock-*)")

@@ -171,6 +171,8 @@ type Bucket struct {
 	// (BucketOwnerEnforced, BucketOwnerPreferred, ObjectWriter); empty
 	// when none was set.
 	Ownership string `json:"ownership,omitempty"`
+	// Tags are the bucket's tags (PutBucketTagging).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // ListEntry is one row of a shard server's listing: a key's current manifest

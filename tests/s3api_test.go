@@ -370,19 +370,15 @@ func testChecksums(t *testing.T, d *devCluster) {
 func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 	data := randomData(100<<10, 21)
 	put(t, c, "other", "tagged", data, minio.PutObjectOptions{})
-	tagging := []byte(`<Tagging><TagSet><Tag><Key>a</Key><Value>b</Value></Tag></TagSet></Tagging>`)
 	for _, r := range []struct {
 		method, path string
 		body         []byte
 	}{
-		{http.MethodPut, "/other/tagged?tagging", tagging},
-		{http.MethodDelete, "/other/tagged?tagging", nil},
 		{http.MethodPut, "/other/tagged?retention", []byte("<Retention/>")},
 		{http.MethodPost, "/other/tagged?restore", []byte("<RestoreRequest/>")},
 		{http.MethodGet, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
 		{http.MethodDelete, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
 		{http.MethodPut, "/other?versioning", []byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`)},
-		{http.MethodPut, "/other?tagging", tagging},
 		{http.MethodDelete, "/other?policy", nil},
 		{http.MethodDelete, "/other?cors", nil},
 	} {
@@ -391,13 +387,12 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 			t.Errorf("%s %s: %d %s; want 501 NotImplemented", r.method, r.path, code, body)
 		}
 	}
-	// Server-side encryption, tags and object lock are refused, not
+	// Server-side encryption and object lock are refused, not
 	// silently skipped.
 	for _, h := range []map[string]string{
 		{"x-amz-server-side-encryption": "AES256"},
 		{"x-amz-server-side-encryption": "aws:kms"},
 		{"x-amz-server-side-encryption-customer-algorithm": "AES256"},
-		{"x-amz-tagging": "a=b"},
 		{"x-amz-object-lock-mode": "GOVERNANCE", "x-amz-object-lock-retain-until-date": "2030-01-01T00:00:00Z"},
 		{"x-amz-object-lock-legal-hold": "ON"},
 	} {

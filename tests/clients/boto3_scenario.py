@@ -104,6 +104,33 @@ def compat(s3, endpoint, bucket):
     s3.delete_bucket(Bucket="boto3-public")
 
 
+def tagging(s3, bucket):
+    """Object and bucket tags, with S3's limits."""
+    s3.put_object(Bucket=bucket, Key="tagged", Body=b"hello", Tagging="project=regen&team=storage")
+    h = s3.head_object(Bucket=bucket, Key="tagged")
+    check(h["ResponseMetadata"]["HTTPHeaders"].get("x-amz-tagging-count") == "2", "x-amz-tagging-count on HEAD")
+    check(s3.get_object(Bucket=bucket, Key="tagged")["TagCount"] == 2, "TagCount on GET")
+    got = s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"]
+    check(got == [{"Key": "project", "Value": "regen"}, {"Key": "team", "Value": "storage"}], "get_object_tagging: %r" % got)
+    etag = h["ETag"]
+    s3.put_object_tagging(Bucket=bucket, Key="tagged", Tagging={"TagSet": [{"Key": "only", "Value": "one"}]})
+    check(s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"] == [{"Key": "only", "Value": "one"}], "put_object_tagging replaces the tags")
+    check(s3.get_object(Bucket=bucket, Key="tagged")["Body"].read() == b"hello" and s3.head_object(Bucket=bucket, Key="tagged")["ETag"] == etag,
+          "put_object_tagging leaves the data")
+    code = error_code(lambda: s3.put_object_tagging(Bucket=bucket, Key="tagged",
+                                                   Tagging={"TagSet": [{"Key": "k%d" % i, "Value": "v"} for i in range(11)]}))
+    check(code == "BadRequest", "11 object tags refused: %s" % code)
+    code = error_code(lambda: s3.put_object_tagging(Bucket=bucket, Key="tagged", Tagging={"TagSet": [{"Key": "k" * 129, "Value": "v"}]}))
+    check(code == "InvalidTag", "129-character tag key refused: %s" % code)
+    s3.delete_object_tagging(Bucket=bucket, Key="tagged")
+    check(s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"] == [], "delete_object_tagging")
+    check(error_code(lambda: s3.get_bucket_tagging(Bucket=bucket)) == "NoSuchTagSet", "no bucket tags yet: NoSuchTagSet")
+    s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": "cost-center", "Value": "42"}]})
+    check(s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == [{"Key": "cost-center", "Value": "42"}], "bucket tagging round trip")
+    s3.delete_bucket_tagging(Bucket=bucket)
+    check(error_code(lambda: s3.get_bucket_tagging(Bucket=bucket)) == "NoSuchTagSet", "delete_bucket_tagging")
+
+
 def main():
     endpoint, work = sys.argv[1], sys.argv[2]
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -170,12 +197,7 @@ def main():
     compat(s3, endpoint, bucket)
 
     # Sub-resources regen lacks are refused and change nothing.
-    code = error_code(lambda: s3.put_object_tagging(Bucket=bucket, Key="summed",
-                                                   Tagging={"TagSet": [{"Key": "a", "Value": "b"}]}))
-    check(code == "NotImplemented", "put_object_tagging refused: " + str(code))
-    code = error_code(lambda: s3.delete_object_tagging(Bucket=bucket, Key="summed"))
-    check(code == "NotImplemented", "delete_object_tagging refused: " + str(code))
-    check(s3.get_object(Bucket=bucket, Key="summed")["Body"].read() == b"hello", "object intact after refused tagging")
+    tagging(s3, bucket)
     code = error_code(lambda: s3.put_object(Bucket=bucket, Key="enc", Body=b"x", ServerSideEncryption="AES256"))
     check(code == "NotImplemented", "SSE-S3 refused, not stored unencrypted: " + str(code))
 
