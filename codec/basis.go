@@ -58,12 +58,6 @@ func (b *basis) insert(v []byte) bool {
 	return true
 }
 
-// clone returns a copy sharing no row storage that will be mutated: rows are
-// never modified after insertion, so sharing them is safe.
-func (b *basis) clone() *basis {
-	return &basis{width: b.width, track: b.track, rows: append([][]byte(nil), b.rows...), piv: append([]int(nil), b.piv...)}
-}
-
 // rankIncrease is how much the rank would grow if rows were inserted,
 // without changing b.
 func (b *basis) rankIncrease(rows [][]byte) int {

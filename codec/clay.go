@@ -111,11 +111,22 @@ func jerasureGenerator(k, m int) ([][]byte, error) {
 	return shards, nil
 }
 
-func (c *Clay) Name() string       { return fmt.Sprintf("clay-%d-%d", c.k, c.m) }
-func (c *Clay) DataShards() int    { return c.k }
-func (c *Clay) ParityShards() int  { return c.m }
-func (c *Clay) TotalShards() int   { return c.n }
-func (c *Clay) SubChunks() int     { return c.alpha }
+// Name is the code's name as Parse reads it, e.g. clay-6-3.
+func (c *Clay) Name() string { return fmt.Sprintf("clay-%d-%d", c.k, c.m) }
+
+// DataShards is k, the number of data shards.
+func (c *Clay) DataShards() int { return c.k }
+
+// ParityShards is m, the number of parity shards.
+func (c *Clay) ParityShards() int { return c.m }
+
+// TotalShards is n = k + m.
+func (c *Clay) TotalShards() int { return c.n }
+
+// SubChunks is alpha, the sub-chunks per shard that repair reads selectively.
+func (c *Clay) SubChunks() int { return c.alpha }
+
+// ShardMultiple is what every shard's length must be a multiple of (alpha).
 func (c *Clay) ShardMultiple() int { return c.alpha }
 
 // Params returns q, nu, t and beta (alpha is SubChunks).
@@ -169,8 +180,10 @@ func (c *Clay) SameSection(failed []int) bool {
 	return true
 }
 
+// RepairPlan returns the plan that rebuilds the failed shards from repair sub-chunks of the others (cached per failure set).
 func (c *Clay) RepairPlan(failed []int) (*Plan, error) { return c.plans.plan(failed) }
 
+// Coefficients returns, for rebuilding shard lost from survivors, the coefficients each survivor applies to its sub-chunks (see Regenerating).
 func (c *Clay) Coefficients(lost int, survivors []int) ([][][]byte, error) {
 	return c.plans.coefficients(lost, survivors)
 }

@@ -246,6 +246,7 @@ func (c *Clay) layout(shards [][]byte, L int, alloc func(i int) []byte) (cb [][]
 	return cb, erased
 }
 
+// Encode computes the parity shards from the k data shards; every parity shard must be allocated with the data shards' length.
 func (c *Clay) Encode(shards [][]byte) error {
 	if len(shards) != c.n {
 		return fmt.Errorf("%w: got %d, want %d", ErrShardCount, len(shards), c.n)
@@ -263,6 +264,7 @@ func (c *Clay) Encode(shards [][]byte) error {
 	return c.encode(cb, size/c.alpha)
 }
 
+// Reconstruct fills every nil shard from the others; at least k must be present.
 func (c *Clay) Reconstruct(shards [][]byte) error { return c.ReconstructSome(shards, nil) }
 
 // ReconstructSome fills the nil shards whose required entry is true (all of

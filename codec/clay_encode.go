@@ -46,7 +46,7 @@ func (c *Clay) runEncoders() ([]runEncoder, error) {
 		if err != nil {
 			return nil, fmt.Errorf("codec: %s run encoder %d: %w", c.Name(), r, err)
 		}
-		runs[r] = runEncoder{in: pd.in, lm: pd.lm}
+		runs[r] = runEncoder(pd) // pd.in are the runs' first sub-chunks
 	}
 	c.runs = runs
 	return runs, nil

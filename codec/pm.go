@@ -108,19 +108,32 @@ func pmBaseGenerator(x []byte, alpha int) [][]byte {
 	return g
 }
 
-func (c *PM) Name() string       { return fmt.Sprintf("pm-%d-%d", c.k, c.m) }
-func (c *PM) DataShards() int    { return c.k }
-func (c *PM) ParityShards() int  { return c.m }
-func (c *PM) TotalShards() int   { return c.n }
-func (c *PM) SubChunks() int     { return c.alpha }
+// Name is the code's name as Parse reads it, e.g. pm-5-5.
+func (c *PM) Name() string { return fmt.Sprintf("pm-%d-%d", c.k, c.m) }
+
+// DataShards is k, the number of data shards.
+func (c *PM) DataShards() int { return c.k }
+
+// ParityShards is m, the number of parity shards.
+func (c *PM) ParityShards() int { return c.m }
+
+// TotalShards is n = k + m.
+func (c *PM) TotalShards() int { return c.n }
+
+// SubChunks is alpha, the sub-chunks per shard that repair reads selectively.
+func (c *PM) SubChunks() int { return c.alpha }
+
+// ShardMultiple is what every shard's length must be a multiple of (alpha).
 func (c *PM) ShardMultiple() int { return c.alpha }
 
 // Phi returns the repair vector of shard f: for a single repair of f, each
 // helper sends sum_s Phi(f)[s] * its sub-chunk s.
 func (c *PM) Phi(f int) []byte { return append([]byte(nil), c.phi[f]...) }
 
+// RepairPlan returns the plan that rebuilds the failed shards from repair sub-chunks of the others (cached per failure set).
 func (c *PM) RepairPlan(failed []int) (*Plan, error) { return c.plans.plan(failed) }
 
+// Coefficients returns, for rebuilding shard lost from survivors, the coefficients each survivor applies to its sub-chunks (see Regenerating).
 func (c *PM) Coefficients(lost int, survivors []int) ([][][]byte, error) {
 	return c.plans.coefficients(lost, survivors)
 }
@@ -136,6 +149,7 @@ func subChunks(dst [][]byte, shards [][]byte, alpha int) [][]byte {
 	return dst
 }
 
+// Encode computes the parity shards from the k data shards; every parity shard must be allocated with the data shards' length.
 func (c *PM) Encode(shards [][]byte) error {
 	if len(shards) != c.n {
 		return fmt.Errorf("%w: got %d, want %d", ErrShardCount, len(shards), c.n)
@@ -155,8 +169,10 @@ func (c *PM) Encode(shards [][]byte) error {
 	return nil
 }
 
+// Reconstruct fills every nil shard from the others; at least k must be present.
 func (c *PM) Reconstruct(shards [][]byte) error { return c.ReconstructSome(shards, nil) }
 
+// ReconstructSome fills the nil shards whose required entry is true (all nil shards when required is nil).
 func (c *PM) ReconstructSome(shards [][]byte, required []bool) error {
 	size, err := checkShards(c, shards)
 	if err != nil {

@@ -39,17 +39,29 @@ func NewRS(k, m int) (*RS, error) {
 	return &RS{k: k, m: m, enc: enc}, nil
 }
 
-func (c *RS) Name() string       { return fmt.Sprintf("rs-%d-%d", c.k, c.m) }
-func (c *RS) DataShards() int    { return c.k }
-func (c *RS) ParityShards() int  { return c.m }
-func (c *RS) TotalShards() int   { return c.k + c.m }
-func (c *RS) SubChunks() int     { return 1 }
+// Name is the code's name as Parse reads it, e.g. rs-6-3.
+func (c *RS) Name() string { return fmt.Sprintf("rs-%d-%d", c.k, c.m) }
+
+// DataShards is k, the number of data shards.
+func (c *RS) DataShards() int { return c.k }
+
+// ParityShards is m, the number of parity shards.
+func (c *RS) ParityShards() int { return c.m }
+
+// TotalShards is n = k + m.
+func (c *RS) TotalShards() int { return c.k + c.m }
+
+// SubChunks is 1: Reed-Solomon shards have no sub-chunks.
+func (c *RS) SubChunks() int { return 1 }
+
+// ShardMultiple is what every shard's length must be a multiple of (1: any length).
 func (c *RS) ShardMultiple() int { return 1 }
 
 // Encoder exposes the underlying reedsolomon encoder for callers that need
 // its low-level extensions (e.g. progressive decoding for PUSH chains).
 func (c *RS) Encoder() reedsolomon.Encoder { return c.enc }
 
+// Encode computes the parity shards from the k data shards; every parity shard must be allocated with the data shards' length.
 func (c *RS) Encode(shards [][]byte) error {
 	if _, err := checkShards(c, shards); err != nil {
 		return err
@@ -57,6 +69,7 @@ func (c *RS) Encode(shards [][]byte) error {
 	return mapRSErr(c.enc.Encode(shards))
 }
 
+// Reconstruct fills every nil shard from the others; at least k must be present.
 func (c *RS) Reconstruct(shards [][]byte) error {
 	if _, err := checkShards(c, shards); err != nil {
 		return err
@@ -64,6 +77,7 @@ func (c *RS) Reconstruct(shards [][]byte) error {
 	return mapRSErr(c.enc.Reconstruct(shards))
 }
 
+// ReconstructSome fills the nil shards whose required entry is true (all nil shards when required is nil).
 func (c *RS) ReconstructSome(shards [][]byte, required []bool) error {
 	if _, err := checkShards(c, shards); err != nil {
 		return err

@@ -21,6 +21,7 @@ type APIError struct {
 	HTTPStatus int
 }
 
+// Error describes the failure.
 func (e *APIError) Error() string { return e.Code + ": " + e.Message }
 
 // Is matches any *APIError with the same code, so

@@ -21,8 +21,9 @@ type Rates struct {
 	Latency time.Duration `json:"latency"`
 }
 
-// CostModel holds the constants of the per-stripe repair time model
-// (../shared/research/repair-anchors.md §5.1). Every formula is "the most
+// CostModel holds the constants of the per-stripe repair time model (t
+// lost blocks of one stripe rebuilt onto t new nodes, per method; see the
+// README's Repair section and BENCHMARKS.md). Every formula is "the most
 // loaded resource limits the pipeline" plus fixed latencies: the stages of
 // a repair overlap, so the slowest one sets the pace.
 //

@@ -14,8 +14,11 @@
 //     a bounded pool, verifies rebuilt shards against the manifest's
 //     checksums and only then switches the manifest.
 //
-// The methods come from two papers (see ../shared/seeds): PUSH chains
-// pipeline partial sums along survivors so no node suffers incast, and CORE
-// repairs several failures of a regenerating-coded stripe at once with the
-// fewest bytes moved.
+// The methods come from two papers: PUSH (Huang et al., "PUSH: A
+// Pipelined Reconstruction I/O for Erasure-Coded Storage Clusters", IEEE
+// TPDS 2015) chains partial sums along survivors so no node suffers incast,
+// and CORE (Li, Chen, Lee, "CORE: Augmenting Regenerating-Coding-Based
+// Recovery for Single and Concurrent Failures in Distributed Storage
+// Systems", MSST 2013) repairs several failures of a regenerating-coded
+// stripe at once with the fewest bytes moved.
 package repair

@@ -148,6 +148,7 @@ type ExecError struct {
 	Err  error
 }
 
+// Error describes the failure.
 func (e *ExecError) Error() string {
 	if e.Node == "" {
 		return fmt.Sprintf("repair %s: %v", e.Op, e.Err)
@@ -155,4 +156,5 @@ func (e *ExecError) Error() string {
 	return fmt.Sprintf("repair %s: node %s: %v", e.Op, e.Node, e.Err)
 }
 
+// Unwrap returns the underlying error, for errors.Is and errors.As.
 func (e *ExecError) Unwrap() error { return e.Err }

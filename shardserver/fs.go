@@ -41,16 +41,31 @@ type OSFS struct{}
 
 var _ FS = OSFS{}
 
+// Create creates the named file for reading and writing; it fails if the
+// file exists.
 func (OSFS) Create(name string) (File, error) {
 	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 }
-func (OSFS) Open(name string) (File, error)            { return os.Open(name) }
-func (OSFS) Rename(oldname, newname string) error      { return os.Rename(oldname, newname) }
-func (OSFS) Remove(name string) error                  { return os.Remove(name) }
-func (OSFS) MkdirAll(dir string) error                 { return os.MkdirAll(dir, 0o755) }
-func (OSFS) ReadDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
-func (OSFS) Stat(name string) (fs.FileInfo, error)     { return os.Stat(name) }
 
+// Open opens the named file for reading.
+func (OSFS) Open(name string) (File, error) { return os.Open(name) }
+
+// Rename renames (moves) a file, replacing newpath if it exists.
+func (OSFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// Remove deletes the named file.
+func (OSFS) Remove(name string) error { return os.Remove(name) }
+
+// MkdirAll creates a directory and any missing parents.
+func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+// ReadDir lists a directory, sorted by name.
+func (OSFS) ReadDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
+
+// Stat describes the named file.
+func (OSFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+// SyncDir fsyncs a directory, making renames and creations in it durable.
 func (OSFS) SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -24,10 +24,11 @@ import (
 // replaced by a default.
 //
 // To add an option: pick the typed method (String, Duration, Int, Size,
-// Rate, Bool, List), give it the flag name, the variable (envName(name) for
-// the usual REGEN_ + upper-case name, "" for flag-only options) and the
-// default; range checks go in the command config's Validate as
-// optionErrors, so they are reported the same way.
+// Rate, Bool, List), give it the flag name, its variable (REGEN_ and the
+// flag's name in upper case with underscores, e.g. --repair-grace and
+// REGEN_REPAIR_GRACE; "" for flag-only options) and the default; range
+// checks go in the command's Validate as badOption errors, so they are
+// reported the same way.
 
 // optionSet is one command's options.
 type optionSet struct {
@@ -61,11 +62,6 @@ func newOptionSet(cmd, summary string) *optionSet {
 	fs.SetOutput(io.Discard) // Parse reports errors; help is printed by printHelp
 	fs.Usage = func() {}
 	return &optionSet{cmd: cmd, summary: summary, fs: fs, byName: map[string]*option{}, help: os.Stdout}
-}
-
-// envName is the usual variable of a flag: --repair-grace is REGEN_REPAIR_GRACE.
-func envName(flagName string) string {
-	return "REGEN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 func (o *optionSet) add(name, env string, v flag.Value, kind, usage string) *option {

@@ -197,7 +197,10 @@ type NodeError struct {
 	Err  error
 }
 
+// Error describes the failure.
 func (e *NodeError) Error() string { return fmt.Sprintf("shardrpc: %s on %s: %v", e.Op, e.Addr, e.Err) }
+
+// Unwrap returns the underlying error, for errors.Is and errors.As.
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // RemoteError is an error response from a shard server. It unwraps to the
@@ -208,10 +211,13 @@ type RemoteError struct {
 	Message string
 }
 
+// Error describes the failure.
 func (e *RemoteError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 }
 
+// Unwrap returns the sentinel error of the response's code (ErrNotFound
+// for NotFound, ...), nil for codes without one.
 func (e *RemoteError) Unwrap() error {
 	switch e.Code {
 	case CodeNotFound:

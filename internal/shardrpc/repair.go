@@ -205,10 +205,12 @@ type RepairFailure struct {
 	Message string
 }
 
+// Error describes the failure.
 func (e *RepairFailure) Error() string {
 	return fmt.Sprintf("repair failed (node %s): %s", e.Node, e.Message)
 }
 
+// Is makes every RepairFailure match ErrRepair.
 func (e *RepairFailure) Is(target error) bool { return target == ErrRepair }
 
 // WriteRepairError answers a failed repair.

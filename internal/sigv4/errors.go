@@ -33,6 +33,7 @@ type Error struct {
 	Err        error
 }
 
+// Error describes the failure.
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("sigv4: %s: %s: %v", e.Code, e.Message, e.Err)

@@ -34,10 +34,12 @@ type ShardError struct {
 	Err   error
 }
 
+// Error describes the failure.
 func (e *ShardError) Error() string {
 	return fmt.Sprintf("shard %d on node %s: %v", e.Index, e.Node, e.Err)
 }
 
+// Unwrap returns the underlying error, for errors.Is and errors.As.
 func (e *ShardError) Unwrap() error { return e.Err }
 
 // ErrQuorum is matched (errors.Is) by every QuorumError.
@@ -51,6 +53,7 @@ type QuorumError struct {
 	Errs []error // the shard errors, *ShardError each
 }
 
+// Error describes the failure.
 func (e *QuorumError) Error() string {
 	msg := fmt.Sprintf("stripe %s: %d of %d required shards", e.Op, e.Got, e.Want)
 	if len(e.Errs) > 0 {
@@ -59,6 +62,8 @@ func (e *QuorumError) Error() string {
 	return msg
 }
 
+// Is makes every QuorumError match ErrQuorum.
 func (e *QuorumError) Is(target error) bool { return target == ErrQuorum }
 
+// Unwrap returns the shard errors, for errors.Is and errors.As.
 func (e *QuorumError) Unwrap() []error { return e.Errs }
