@@ -39,6 +39,7 @@ type NotLeaderError struct {
 	Leader uint64
 }
 
+// Error says which group this host does not lead, and who does if known.
 func (e *NotLeaderError) Error() string {
 	if e.Leader == 0 {
 		return fmt.Sprintf("multiraft: not the leader of group %d (leader unknown)", e.Group)
