@@ -133,6 +133,7 @@ func (g *Gateway) serve(c *fiber.Ctx) error {
 	if err != nil {
 		g.writeError(c, req, err)
 	}
+	g.corsResponse(c, req)
 	status, took := c.Response().StatusCode(), time.Since(req.start)
 	g.metrics.observe(op, status, took)
 	g.logAccess(c, req, op, status, took)
@@ -170,6 +171,10 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 		return err
 	}
 	req.bucket, req.key = bucket, key
+	if req.method == fiber.MethodOptions {
+		*op = "PreflightCORS"
+		return g.preflight(c, req)
+	}
 
 	if err := g.authenticate(c, req, rawPath, rawQuery); err != nil {
 		if !errors.Is(err, sigv4.ErrNoAuth) {
@@ -209,6 +214,13 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 	q := req.query
 	switch req.method {
 	case fiber.MethodPut, fiber.MethodDelete:
+		if q.Has("cors") {
+			*op = "PutBucketCors"
+			if req.method == fiber.MethodDelete {
+				*op = "DeleteBucketCors"
+			}
+			return g.bucketCors(c, req)
+		}
 		if q.Has("tagging") {
 			*op = "PutBucketTagging"
 			if req.method == fiber.MethodDelete {
@@ -249,6 +261,9 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Has("uploads"):
 			*op = "ListMultipartUploads"
 			return g.listMultipartUploads(c, req)
+		case q.Has("cors"):
+			*op = "GetBucketCors"
+			return g.bucketCors(c, req)
 		case q.Has("tagging"):
 			*op = "GetBucketTagging"
 			return g.bucketTagging(c, req)

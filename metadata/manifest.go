@@ -173,6 +173,21 @@ type Bucket struct {
 	Ownership string `json:"ownership,omitempty"`
 	// Tags are the bucket's tags (PutBucketTagging).
 	Tags map[string]string `json:"tags,omitempty"`
+	// CORS are the bucket's CORS rules (PutBucketCors), in order.
+	CORS []CORSRule `json:"cors,omitempty"`
+}
+
+// CORSRule is one rule of a bucket's CORS configuration, as S3 has it.
+// Origins and headers may hold one '*' wildcard each.
+type CORSRule struct {
+	ID             string   `json:"id,omitempty"`
+	AllowedOrigins []string `json:"allowed_origins"`
+	AllowedMethods []string `json:"allowed_methods"`
+	AllowedHeaders []string `json:"allowed_headers,omitempty"`
+	ExposeHeaders  []string `json:"expose_headers,omitempty"`
+	// MaxAgeSeconds is how long a browser may cache a preflight answer;
+	// nil when the rule sets none.
+	MaxAgeSeconds *int `json:"max_age_seconds,omitempty"`
 }
 
 // ListEntry is one row of a shard server's listing: a key's current manifest

@@ -380,7 +380,8 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 		{http.MethodDelete, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
 		{http.MethodPut, "/other?versioning", []byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`)},
 		{http.MethodDelete, "/other?policy", nil},
-		{http.MethodDelete, "/other?cors", nil},
+		{http.MethodDelete, "/other?lifecycle", nil},
+		{http.MethodPut, "/other?replication", []byte("<ReplicationConfiguration/>")},
 	} {
 		code, body := signedRequest(t, d, r.method, r.path, r.body, nil)
 		if code != http.StatusNotImplemented || !strings.Contains(body, "<Code>NotImplemented</Code>") {

@@ -44,8 +44,12 @@ def error_code(fn):
 
 def anonymous(url, method="GET"):
     """Status and body of an unsigned request."""
+    return anonymous_req(urllib.request.Request(url, method=method))
+
+
+def anonymous_req(req):
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method=method)) as r:
+        with urllib.request.urlopen(req) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
@@ -131,6 +135,24 @@ def tagging(s3, bucket):
     check(error_code(lambda: s3.get_bucket_tagging(Bucket=bucket)) == "NoSuchTagSet", "delete_bucket_tagging")
 
 
+def cors(s3, endpoint, bucket):
+    """Bucket CORS rules and a preflight answered from them."""
+    check(error_code(lambda: s3.get_bucket_cors(Bucket=bucket)) == "NoSuchCORSConfiguration", "no CORS rules yet")
+    rules = [{"AllowedOrigins": ["https://app.example.com"], "AllowedMethods": ["GET", "PUT"],
+              "AllowedHeaders": ["*"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 300}]
+    s3.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": rules})
+    check(s3.get_bucket_cors(Bucket=bucket)["CORSRules"] == rules, "CORS rules round trip")
+    req = urllib.request.Request(endpoint + "/" + bucket + "/x", method="OPTIONS",
+                                 headers={"Origin": "https://app.example.com", "Access-Control-Request-Method": "PUT"})
+    with urllib.request.urlopen(req) as r:
+        check(r.status == 200 and r.headers["Access-Control-Allow-Origin"] == "https://app.example.com", "preflight allowed by the rule")
+    req = urllib.request.Request(endpoint + "/" + bucket + "/x", method="OPTIONS",
+                                 headers={"Origin": "https://other.example.com", "Access-Control-Request-Method": "PUT"})
+    check(anonymous_req(req)[0] == 403, "preflight from another origin refused")
+    s3.delete_bucket_cors(Bucket=bucket)
+    check(error_code(lambda: s3.get_bucket_cors(Bucket=bucket)) == "NoSuchCORSConfiguration", "delete_bucket_cors")
+
+
 def main():
     endpoint, work = sys.argv[1], sys.argv[2]
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -198,6 +220,7 @@ def main():
 
     # Sub-resources regen lacks are refused and change nothing.
     tagging(s3, bucket)
+    cors(s3, endpoint, bucket)
     code = error_code(lambda: s3.put_object(Bucket=bucket, Key="enc", Body=b"x", ServerSideEncryption="AES256"))
     check(code == "NotImplemented", "SSE-S3 refused, not stored unencrypted: " + str(code))
 
