@@ -54,6 +54,7 @@ func replicaSpan(g uint32) (start, end []byte) {
 	return groupKey(g, subLog), groupKey(g, subEnd)
 }
 
+//lint:ignore U1000 the host's cluster-wide key, kept with the key layout it belongs to
 func clusterKey() []byte { return []byte{nsHost, 'c'} }
 
 func u64pair(a, b uint64) []byte {

@@ -312,6 +312,7 @@ func plan(in planInput) action {
 		if caughtUp(l) {
 			return action{actPromote, l, "learner caught up"}
 		}
+		//lint:ignore SA4004 only the first learner is acted on; the others wait their turn
 		return action{} // wait for it
 	}
 	// 2. Voters dead past the grace go first: that never lowers the share

@@ -326,6 +326,7 @@ func (r *runner) firstKey(ctx context.Context, prefix string) (string, error) {
 		if obj.Err != nil {
 			return "", obj.Err
 		}
+		//lint:ignore SA4004 the first entry is all we want
 		return obj.Key, nil
 	}
 	return "", nil
