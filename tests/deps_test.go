@@ -20,6 +20,7 @@ var allowedImports = map[string][]string{
 	"internal/cluster":   {},
 	"internal/sigv4":     {},
 	"internal/netlimit":  {},
+	"internal/multiraft": {},
 	"internal/s3bench":   {},
 	"internal/shardrpc":  {"metadata"},
 	"internal/stripe":    {"codec", "metadata", "internal/shardrpc"},
