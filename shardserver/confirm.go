@@ -256,7 +256,9 @@ func (s *Server) ask(ctx context.Context, cur *metadata.Manifest, prev []*metada
 			addr, ok = s.cfg.Peers(id)
 		}
 		if !ok {
+			mu.Lock() // NB: the goroutines below count into t too
 			t.unreachable++
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
