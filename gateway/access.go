@@ -3,17 +3,21 @@ package gateway
 import (
 	"errors"
 	"net/url"
+	"slices"
+	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/regen-s3/regen/internal/s3policy"
 	"github.com/regen-s3/regen/metadata"
 )
 
 // Who may do what. Every access key has full control of every bucket
-// (regen has one owner). A request without any signature is anonymous: it
-// is allowed exactly where a canned ACL (public-read on the bucket for
-// listing, on the object for reading) says so, and refused with
-// AccessDenied everywhere else.
+// (regen has one owner), unless the bucket's policy explicitly denies it.
+// A request without any signature is anonymous: it is allowed exactly
+// where the bucket's policy allows it or a canned ACL (public-read on the
+// bucket for listing, on the object for reading) grants it, and refused
+// with AccessDenied everywhere else, and wherever the policy denies it.
 
 // s3Action names the IAM action of a request, as S3's bucket policies and
 // ACLs know it ("s3:GetObject"), and whether it acts on an object (the
@@ -90,7 +94,7 @@ func s3Action(method, bucket, key string, q url.Values, copySource bool) (action
 	case del:
 		return "s3:DeleteBucket", false
 	}
-	return "", false // POST ?delete: checked per key by the owner only
+	return "", false // POST ?delete: decided per key (keyAllowed)
 }
 
 // Canned ACLs regen stores and enforces. authenticated-read grants reading
@@ -127,22 +131,93 @@ func anonymousAllowed(action string, b *metadata.Bucket, m *metadata.Manifest) b
 	return false
 }
 
-// authorize lets the request through or refuses it. Signed requests pass
-// (every key is an owner); anonymous ones need a grant.
+// policyAdmin are the actions a bucket policy cannot deny to an access
+// key: the owner must always be able to read and replace a policy that
+// locks it out, as S3's account root can.
+var policyAdmin = []string{"s3:GetBucketPolicy", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"}
+
+// policyRequest describes the request to a policy: its action, the ARN of
+// its bucket or object, and the condition keys regen fills in.
+func policyRequest(c *fiber.Ctx, req *request, action, key string, object bool) s3policy.Request {
+	resource := "arn:aws:s3:::" + req.bucket
+	if object {
+		resource += "/" + key
+	}
+	ctxKeys := map[string]string{
+		"aws:securetransport": strconv.FormatBool(c.Context().IsTLS()),
+		"aws:sourceip":        c.Context().RemoteIP().String(),
+	}
+	if v := c.Get("Referer"); v != "" {
+		ctxKeys["aws:referer"] = v
+	}
+	if v := c.Get("User-Agent"); v != "" {
+		ctxKeys["aws:useragent"] = v
+	}
+	if !object {
+		for _, k := range []string{"prefix", "delimiter"} {
+			if req.query.Has(k) {
+				ctxKeys["s3:"+k] = req.query.Get(k)
+			}
+		}
+	}
+	return s3policy.Request{Action: action, Resource: resource, Context: ctxKeys}
+}
+
+// policyDecision evaluates the bucket's policy, if it has one. A stored
+// policy this gateway cannot parse (put through a newer version) denies
+// anonymous callers and nobody else.
+func (g *Gateway) policyDecision(c *fiber.Ctx, req *request, b *metadata.Bucket, action, key string, object bool) s3policy.Decision {
+	if b.Policy == "" || action == "" {
+		return s3policy.NoMatch
+	}
+	p, err := g.policies.get(b)
+	if err != nil {
+		g.log.Warn("bucket policy cannot be evaluated", "bucket", b.Name, "err", err)
+		if req.anonymous {
+			return s3policy.Deny
+		}
+		return s3policy.NoMatch
+	}
+	return p.Evaluate(policyRequest(c, req, action, key, object))
+}
+
+// authorize lets the request through or refuses it with AccessDenied.
+// A signed request (every key is an owner) is refused only by an explicit
+// Deny of the bucket's policy; an anonymous one needs an Allow of the
+// policy or a canned ACL's grant, and no Deny.
 func (g *Gateway) authorize(c *fiber.Ctx, req *request) error {
-	if !req.anonymous {
+	denied := apiErr("AccessDenied", "Access Denied")
+	if req.bucket == "" {
+		if req.anonymous {
+			return denied
+		}
 		return nil
 	}
-	denied := apiErr("AccessDenied", "Access Denied")
 	action, object := s3Action(req.method, req.bucket, req.key, req.query, c.Get("x-amz-copy-source") != "")
-	if action == "" || req.bucket == "" {
-		return denied
-	}
 	ctx, cancel := g.opContext()
 	defer cancel()
 	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
 	if err != nil {
-		return bucketErr(err)
+		if req.anonymous {
+			return bucketErr(err)
+		}
+		return nil // the operation reports it (CreateBucket needs no bucket)
+	}
+	if req.method == fiber.MethodPost && req.query.Has("delete") {
+		return nil // DeleteObjects: decided per key (keyAllowed)
+	}
+	decision := g.policyDecision(c, req, &b, action, req.key, object)
+	if !req.anonymous {
+		if decision == s3policy.Deny && !slices.Contains(policyAdmin, action) {
+			return denied
+		}
+		return nil
+	}
+	switch {
+	case action == "" || decision == s3policy.Deny:
+		return denied
+	case decision == s3policy.Allow:
+		return nil
 	}
 	var m *metadata.Manifest
 	if object && action == "s3:GetObject" && !aclsDisabled(&b) {
@@ -153,6 +228,16 @@ func (g *Gateway) authorize(c *fiber.Ctx, req *request) error {
 	}
 	if !anonymousAllowed(action, &b, m) {
 		return denied
+	}
+	return nil
+}
+
+// keyAllowed decides one key of a DeleteObjects request as authorize
+// decides a DeleteObject.
+func (g *Gateway) keyAllowed(c *fiber.Ctx, req *request, b *metadata.Bucket, key string) error {
+	d := g.policyDecision(c, req, b, "s3:DeleteObject", key, true)
+	if d == s3policy.Deny || (req.anonymous && d != s3policy.Allow) {
+		return apiErr("AccessDenied", "Access Denied")
 	}
 	return nil
 }

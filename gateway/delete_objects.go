@@ -19,7 +19,7 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	ctx, cancel := g.opContext()
-	_, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
 	cancel()
 	if err != nil {
 		return bucketErr(err)
@@ -34,6 +34,10 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 			continue
 		case o.VersionID != "" && o.VersionID != "null":
 			errs[i] = apiErr("NoSuchVersion", "The specified version does not exist.")
+			continue
+		}
+		if err := g.keyAllowed(c, req, &b, o.Key); err != nil {
+			errs[i] = err
 			continue
 		}
 		sem <- struct{}{}

@@ -83,7 +83,7 @@ func sendXML(c *fiber.Ctx, status int, v any) error {
 // owner is the single owner regen reports: the requesting access key.
 func (g *Gateway) owner(req *request) *CanonicalUser {
 	id := "regen"
-	if req.auth != nil {
+	if req.auth != nil && req.auth.AccessKey != "" {
 		id = req.auth.AccessKey
 	}
 	return &CanonicalUser{ID: id, DisplayName: id}

@@ -31,6 +31,8 @@ type Gateway struct {
 	auth    *sigv4.Verifier
 	metrics *metrics
 	events  eventLog // recent events for the status page (events.go)
+	// policies caches parsed bucket policies (policy.go).
+	policies policyCache
 }
 
 // New builds a gateway over the given shard servers and membership.
@@ -214,6 +216,13 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 	q := req.query
 	switch req.method {
 	case fiber.MethodPut, fiber.MethodDelete:
+		if q.Has("policy") {
+			*op = "PutBucketPolicy"
+			if req.method == fiber.MethodDelete {
+				*op = "DeleteBucketPolicy"
+			}
+			return g.bucketPolicy(c, req)
+		}
 		if q.Has("cors") {
 			*op = "PutBucketCors"
 			if req.method == fiber.MethodDelete {
@@ -261,6 +270,12 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Has("uploads"):
 			*op = "ListMultipartUploads"
 			return g.listMultipartUploads(c, req)
+		case q.Has("policy"):
+			*op = "GetBucketPolicy"
+			return g.bucketPolicy(c, req)
+		case q.Has("policyStatus"):
+			*op = "GetBucketPolicyStatus"
+			return g.bucketPolicy(c, req)
 		case q.Has("cors"):
 			*op = "GetBucketCors"
 			return g.bucketCors(c, req)

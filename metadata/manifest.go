@@ -175,6 +175,8 @@ type Bucket struct {
 	Tags map[string]string `json:"tags,omitempty"`
 	// CORS are the bucket's CORS rules (PutBucketCors), in order.
 	CORS []CORSRule `json:"cors,omitempty"`
+	// Policy is the bucket policy document as put (JSON); empty for none.
+	Policy string `json:"policy,omitempty"`
 }
 
 // CORSRule is one rule of a bucket's CORS configuration, as S3 has it.

@@ -22,10 +22,11 @@ var allowedImports = map[string][]string{
 	"internal/netlimit":  {},
 	"internal/multiraft": {},
 	"internal/s3bench":   {},
+	"internal/s3policy":  {},
 	"internal/shardrpc":  {"metadata"},
 	"internal/stripe":    {"codec", "metadata", "internal/shardrpc"},
 	"shardserver":        {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe"},
-	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4"},
+	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4", "internal/s3policy"},
 	"repair":             {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe"},
 }
 

@@ -379,7 +379,7 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 		{http.MethodGet, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
 		{http.MethodDelete, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
 		{http.MethodPut, "/other?versioning", []byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`)},
-		{http.MethodDelete, "/other?policy", nil},
+		{http.MethodDelete, "/other?website", nil},
 		{http.MethodDelete, "/other?lifecycle", nil},
 		{http.MethodPut, "/other?replication", []byte("<ReplicationConfiguration/>")},
 	} {
@@ -408,7 +408,7 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 		t.Fatalf("the object changed after the rejected sub-resource requests (%d bytes)", len(got))
 	}
 	if ok, err := c.BucketExists(ctx(t), "other"); err != nil || !ok {
-		t.Fatalf("bucket other after DELETE ?policy: exists %v, %v", ok, err)
+		t.Fatalf("bucket other after DELETE ?website: exists %v, %v", ok, err)
 	}
 	// Neutral parameters still reach the operation: the current version
 	// as versionId=null, and the x-id hint some SDKs add.

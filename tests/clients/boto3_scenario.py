@@ -153,6 +153,28 @@ def cors(s3, endpoint, bucket):
     check(error_code(lambda: s3.get_bucket_cors(Bucket=bucket)) == "NoSuchCORSConfiguration", "delete_bucket_cors")
 
 
+def policy(s3, endpoint, bucket):
+    """A bucket policy making one prefix public, and one boto3 cannot set."""
+    import json
+    s3.put_object(Bucket=bucket, Key="www/index.html", Body=b"<h1>public</h1>")
+    s3.put_object(Bucket=bucket, Key="internal.txt", Body=b"internal")
+    doc = json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::%s/www/*" % bucket}]})
+    s3.put_bucket_policy(Bucket=bucket, Policy=doc)
+    check(s3.get_bucket_policy(Bucket=bucket)["Policy"] == doc, "bucket policy round trip")
+    check(s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"]["IsPublic"] is True, "policy status: public")
+    check(anonymous(endpoint + "/%s/www/index.html" % bucket) == (200, b"<h1>public</h1>"), "anonymous GET allowed by the policy")
+    check(anonymous(endpoint + "/%s/internal.txt" % bucket)[0] == 403, "anonymous GET outside the policy refused")
+    bad = json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "s3:GetObject",
+        "Resource": "arn:aws:s3:::%s/*" % bucket}]})
+    check(error_code(lambda: s3.put_bucket_policy(Bucket=bucket, Policy=bad)) == "MalformedPolicy",
+          "a principal regen cannot enforce is refused")
+    s3.delete_bucket_policy(Bucket=bucket)
+    check(error_code(lambda: s3.get_bucket_policy(Bucket=bucket)) == "NoSuchBucketPolicy", "delete_bucket_policy")
+    check(anonymous(endpoint + "/%s/www/index.html" % bucket)[0] == 403, "private again without the policy")
+
+
 def main():
     endpoint, work = sys.argv[1], sys.argv[2]
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -221,6 +243,7 @@ def main():
     # Sub-resources regen lacks are refused and change nothing.
     tagging(s3, bucket)
     cors(s3, endpoint, bucket)
+    policy(s3, endpoint, bucket)
     code = error_code(lambda: s3.put_object(Bucket=bucket, Key="enc", Body=b"x", ServerSideEncryption="AES256"))
     check(code == "NotImplemented", "SSE-S3 refused, not stored unencrypted: " + str(code))
 

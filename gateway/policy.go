@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/internal/s3policy"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Bucket policies: stored as put (metadata.Bucket.Policy), parsed and
+// checked by internal/s3policy (which refuses what regen cannot enforce),
+// evaluated for every request on the bucket (access.go).
+
+// policyCache keeps parsed policies by bucket and document, so a request
+// does not parse its bucket's policy again.
+type policyCache struct {
+	mu sync.Mutex
+	m  map[string]policyEntry
+}
+
+type policyEntry struct {
+	doc string
+	p   *s3policy.Policy
+	err error
+}
+
+// get returns the parsed policy of bucket b.
+func (pc *policyCache) get(b *metadata.Bucket) (*s3policy.Policy, error) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if e, ok := pc.m[b.Name]; ok && e.doc == b.Policy {
+		return e.p, e.err
+	}
+	p, err := s3policy.Parse([]byte(b.Policy), b.Name)
+	if pc.m == nil {
+		pc.m = map[string]policyEntry{}
+	}
+	pc.m[b.Name] = policyEntry{doc: b.Policy, p: p, err: err}
+	return p, err
+}
+
+// PolicyStatus is the GetBucketPolicyStatus response.
+type PolicyStatus struct {
+	XMLName  struct{} `xml:"http://s3.amazonaws.com/doc/2006-03-01/ PolicyStatus"`
+	IsPublic bool     `xml:"IsPublic"`
+}
+
+// bucketPolicy answers Get/Put/DeleteBucketPolicy and
+// GetBucketPolicyStatus.
+func (g *Gateway) bucketPolicy(c *fiber.Ctx, req *request) error {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	switch req.method {
+	case fiber.MethodGet:
+		b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+		if err != nil {
+			return bucketErr(err)
+		}
+		if b.Policy == "" {
+			return apiErr("NoSuchBucketPolicy", "")
+		}
+		if req.query.Has("policyStatus") {
+			p, err := g.policies.get(&b)
+			if err != nil {
+				return err
+			}
+			return sendXML(c, fiber.StatusOK, PolicyStatus{IsPublic: p.IsPublic()})
+		}
+		c.Set("Content-Type", "application/json")
+		return c.Status(fiber.StatusOK).SendString(b.Policy)
+	case fiber.MethodPut:
+		doc, err := io.ReadAll(io.LimitReader(g.bodyReader(c, req, -1), s3policy.MaxSize+1))
+		if err != nil {
+			return bodyErr(err)
+		}
+		if len(doc) == 0 {
+			return apiErr("MissingRequestBodyError", "")
+		}
+		if _, err := s3policy.Parse(doc, req.bucket); err != nil {
+			var pe *s3policy.Error
+			if errors.As(err, &pe) {
+				return apiErr("MalformedPolicy", pe.Reason)
+			}
+			return err
+		}
+		if err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
+			b.Policy = string(doc)
+			return nil
+		}); err != nil {
+			return bucketErr(err)
+		}
+		c.Status(fiber.StatusNoContent)
+		return nil
+	case fiber.MethodDelete:
+		if err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
+			b.Policy = ""
+			return nil
+		}); err != nil {
+			return bucketErr(err)
+		}
+		c.Status(fiber.StatusNoContent)
+		return nil
+	}
+	return apiErr("MethodNotAllowed", "")
+}
