@@ -17,6 +17,7 @@ const MaxSize = 20 << 10
 // Error is why a policy was refused; S3 answers it as MalformedPolicy.
 type Error struct{ Reason string }
 
+// Error implements error.
 func (e *Error) Error() string { return "malformed policy: " + e.Reason }
 
 func malformed(format string, a ...any) error { return &Error{Reason: fmt.Sprintf(format, a...)} }
@@ -55,6 +56,7 @@ const (
 	Deny
 )
 
+// String names the decision.
 func (d Decision) String() string {
 	return [...]string{"no match", "allow", "deny"}[d]
 }
