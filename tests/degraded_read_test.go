@@ -46,9 +46,7 @@ func (d *devCluster) gatewayCounter(t *testing.T, sample string) float64 {
 // decode one is measured by reading the whole stripe, which needs every
 // data shard and so decodes.
 func TestDegradedRangedReadMSR(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	// A long grace: the shard stays lost, nothing repairs it meanwhile.
 	d := startDev(t, "--repair-grace", "10m")
 	c := d.client(t)

@@ -60,9 +60,7 @@ func nodeOf(st gateway.Status, id string) gateway.NodeStatus {
 // and once the admin API says it holds nothing it is killed -9 and every
 // object still reads back byte-exact with nothing degraded.
 func TestDrain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	// NB: no scrubbing, so the corrupt shard below is found by the drain.
 	d := startDev(t, "--gc-delay", "2s", "--scrub-rate", "0")
 	c := d.client(t)
@@ -229,9 +227,7 @@ func TestDrain(t *testing.T) {
 // stripe: a drained one has nowhere to send them. Its stripes are shown
 // waiting for capacity, it keeps its shards, and cancelling ends it.
 func TestDrainWaitsForCapacity(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	d := startDev(t, "--shards", "9")
 	c := d.client(t)
 	mustMakeBucket(t, c, "full")

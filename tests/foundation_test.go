@@ -326,7 +326,7 @@ func TestSurvivesThreeDeadShards(t *testing.T) {
 	// gossip has declared them dead.
 	for _, phase := range []string{"right after the kill", "after failure detection"} {
 		if phase != "right after the kill" {
-			time.Sleep(6 * time.Second)
+			waitFor(t, 30*time.Second, "gossip to declare the 3 killed servers dead", func() bool { return d.deadShards(t) == 3 })
 		}
 		for key, data := range objects {
 			if got := get(t, c, "durable", key, minio.GetObjectOptions{}); sha(got) != sha(data) {

@@ -22,6 +22,10 @@ import (
 // regenBin is the binary under test, built once by TestMain.
 var regenBin string
 
+// raceBuild makes TestMain build regenBin with -race (set under go test
+// -race, see race_test.go).
+var raceBuild bool
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "regen-e2e-bin")
 	if err != nil {
@@ -29,7 +33,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	regenBin = filepath.Join(dir, "regen")
-	build := exec.Command("go", "build", "-o", regenBin, "../cmd/regen")
+	args := []string{"build", "-o", regenBin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "../cmd/regen")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building regen:", err)
@@ -38,6 +46,25 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// e2e skips an end-to-end test (one that starts regen processes) under
+// -short, except TestSmoke: `go test -short ./...` is the quick loop, unit
+// tests plus one smoke test of a whole cluster; `go test ./...` runs every
+// test. Every helper that starts a process calls it, so a new end-to-end
+// test is skipped under -short without remembering to.
+func e2e(t testing.TB) {
+	t.Helper()
+	if testing.Short() && !strings.HasPrefix(t.Name(), "TestSmoke") {
+		t.Skip("end-to-end: skipped under -short (go test ./... runs it)")
+	}
+}
+
+// longTests reports whether REGEN_LONG_TESTS asks for the long tests
+// (minutes each, e.g. TestRepairLifecycle); skipped otherwise, and always
+// under -short.
+func longTests() bool {
+	return !testing.Short() && os.Getenv("REGEN_LONG_TESTS") != ""
 }
 
 // devInfo mirrors what `regen dev` writes to dev.json.
@@ -101,6 +128,7 @@ func startDev(t testing.TB, args ...string) *devCluster {
 
 func startDevIn(t testing.TB, dir string, args ...string) *devCluster {
 	t.Helper()
+	e2e(t)
 	// The S3 port is picked free and handed to regen dev, so on a busy
 	// machine another process may take it first; dev then exits at once
 	// with "cannot listen for S3" and we try again on another port.
@@ -182,6 +210,26 @@ func (d *devCluster) stop() {
 	}
 	for _, s := range d.info.Shards {
 		syscall.Kill(s.PID, syscall.SIGKILL)
+	}
+	if raceBuild {
+		d.checkRaces()
+	}
+}
+
+// checkRaces fails the test if the race detector reported a data race in
+// regen dev (its gateway) or one of its shard servers. The processes are
+// killed, not exited, so their exit status cannot tell.
+func (d *devCluster) checkRaces() {
+	logs := map[string]string{"regen dev": d.output()}
+	for i, s := range d.info.Shards {
+		if b, err := os.ReadFile(filepath.Join(s.Data, "shard.log")); err == nil {
+			logs[fmt.Sprintf("shard %d (%s)", i, s.Data)] = string(b)
+		}
+	}
+	for who, out := range logs {
+		if i := strings.Index(out, "WARNING: DATA RACE"); i >= 0 {
+			d.t.Errorf("data race in %s:\n%s", who, out[i:min(len(out), i+8000)])
+		}
 	}
 }
 

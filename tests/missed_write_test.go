@@ -19,9 +19,7 @@ import (
 // a finished PUT by taking back the manifest and deleting the shard on one
 // server of the placement, through its own shard API.
 func TestWriteMissedByLiveServerIsHealed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	d := startDev(t, "--sync-interval", "2s")
 	l := newLifecycle(t, d)
 	mustMakeBucket(t, l.c, "missed")

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +40,7 @@ type repairNodes struct {
 // caps server i's traffic at limits[i] bytes/s (0: unlimited).
 func startServers(t *testing.T, n int, limits map[int]int64) *repairNodes {
 	t.Helper()
+	e2e(t)
 	rn := &repairNodes{client: shardrpc.New(repairSecret, shardrpc.NewRepairHTTPClient(nil))}
 	for i := range n {
 		dir := t.TempDir()
@@ -252,6 +255,7 @@ func TestRepairSlowHop(t *testing.T) {
 // repair: the executor must fail, blame that node, and leave no rebuilt
 // shard visible on the destination.
 func TestRepairHelperKilled(t *testing.T) {
+	e2e(t)
 	const n = 7 // rs-4-2 plus one destination
 	type proc struct {
 		cmd       *exec.Cmd
@@ -295,10 +299,12 @@ func TestRepairHelperKilled(t *testing.T) {
 	}
 	up()
 	// 8 MiB of data: 2 MiB per shard, so a helper needs 0.5 s at 4 MB/s
-	// to send its shard. The kill comes 150 ms into the repair, leaving
-	// a loaded machine ~0.35 s of lateness before the victim could have
-	// sent (and the kernel delivered after its death) every byte, which
-	// would let the repair succeed.
+	// to send its shard. The victim is stopped (SIGSTOP: it sends nothing
+	// more) as soon as it has written 128 KiB more to its sockets than
+	// before the repair, then killed: it has sent part of its shard, never
+	// all of it, however late this goroutine runs on a loaded machine
+	// (with a fixed delay, a late kill let the victim send its whole
+	// shard and the repair succeed).
 	g := writeGroup(t, rn, "rs-4-2", 256<<10, 8<<20, rn.nodes[:6])
 	for _, m := range []repair.Method{repair.PushRep, repair.Core, repair.PullRep} {
 		victim := map[repair.Method]int{repair.PushRep: 2, repair.Core: 3, repair.PullRep: 4}[m]
@@ -308,13 +314,29 @@ func TestRepairHelperKilled(t *testing.T) {
 			task.Lost = []int{0}
 			task.Helpers = []int{1, 2, 3, 4, 5}
 			task.Dest = map[int]repair.Node{0: rn.nodes[6]}
-			go func() {
-				time.Sleep(150 * time.Millisecond)
-				procs[victim].cmd.Process.Kill()
-			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_, err := repair.NewExecutor(rn.client, nil).Run(ctx, task)
+			pid := procs[victim].cmd.Process.Pid
+			base, err := writtenBytes(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			killed := make(chan error, 1)
+			go func() {
+				for ctx.Err() == nil {
+					if w, err := writtenBytes(pid); err != nil || w-base >= 128<<10 {
+						syscall.Kill(pid, syscall.SIGSTOP)
+						killed <- procs[victim].cmd.Process.Kill()
+						return
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+				killed <- ctx.Err()
+			}()
+			_, err = repair.NewExecutor(rn.client, nil).Run(ctx, task)
+			if kerr := <-killed; kerr != nil {
+				t.Fatalf("the victim was not killed during the repair: %v (repair: %v)", kerr, err)
+			}
 			var xe *repair.ExecError
 			if !errors.As(err, &xe) {
 				t.Fatalf("repair with a killed helper: err = %v, want an *ExecError", err)
@@ -330,6 +352,21 @@ func TestRepairHelperKilled(t *testing.T) {
 			up()
 		})
 	}
+}
+
+// writtenBytes is how many bytes process pid has written with write
+// system calls (sockets included), from /proc/PID/io.
+func writtenBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no wchar in /proc/%d/io", pid)
 }
 
 func waitNodeID(dir string) (string, error) {

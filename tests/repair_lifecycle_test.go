@@ -245,7 +245,7 @@ func TestRepairLifecycle(t *testing.T) {
 	// NB: 300 objects and three kills take 5-10 minutes on two cores, too
 	// long for every `go test ./...`; it runs on demand and is reported
 	// as skipped, never as passed.
-	if testing.Short() || os.Getenv("REGEN_LONG_TESTS") == "" {
+	if !longTests() {
 		t.Skip("long repair lifecycle test; run with REGEN_LONG_TESTS=1")
 	}
 	d := startDev(t, "--repair-grace", "4s", "--scrub-rate", "4000000")
@@ -345,7 +345,10 @@ func TestRepairLifecycle(t *testing.T) {
 		l.kill(t, 5)
 		time.Sleep(2 * time.Second) // a second failure while the first is detected
 		l.kill(t, 9)
-		time.Sleep(5 * time.Second)
+		// Until the workers count both down nothing is degraded yet, and
+		// waitRepaired would return at once.
+		l.waitDownSeen(t, d.info.Shards[5].ID)
+		l.waitDownSeen(t, d.info.Shards[9].ID)
 		l.waitRepaired(t, 120*time.Second)
 		halt()
 		if writes.Load() == 0 {

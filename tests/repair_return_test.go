@@ -127,9 +127,7 @@ func (l *lifecycle) serverIndex() map[string]int {
 // n shards, verified, on the servers its manifest names, and each of those
 // servers holds that manifest.
 func TestRepairServerBackWithinGrace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	const grace = 30 * time.Second
 	d := startDev(t, "--repair-grace", grace.String(), "--gc-delay", "2s")
 	l := newLifecycle(t, d)
@@ -250,9 +248,7 @@ func TestRepairServerBackWithinGrace(t *testing.T) {
 // durable: at every moment each object has all n verified shards on the
 // servers its manifest names.
 func TestRepairServerBackAfterGrace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	d, l := startReturnCluster(t, 3)
 	const x = 5
 	held := l.shardsOn(t, x)
@@ -273,9 +269,7 @@ func TestRepairServerBackAfterGrace(t *testing.T) {
 // peers that see it back ask it to sync), take the switched manifests and
 // drop the shard files no longer placed on it.
 func TestRepairServerPausedPastGrace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	d, l := startReturnCluster(t, 2)
 	const x = 7
 	held := l.shardsOn(t, x)
@@ -406,9 +400,7 @@ func (l *lifecycle) waitDropped(t *testing.T, x int, held []shardRef) {
 // repair completes without a failed job, and every object reads
 // byte-exact with all n shards verified on live servers.
 func TestRepairSecondFailureDuringRepair(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	d := startDev(t, "--repair-grace", "2s", "--repair-rate", "2000000", "--gc-delay", "2s")
 	l := newLifecycle(t, d)
 	l.fill(t, 6, []int64{1<<20 + 7, 600 << 10, 2000})

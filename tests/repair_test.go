@@ -36,9 +36,7 @@ func repairTotals(t *testing.T, d *devCluster, dead map[int]bool) (degraded, don
 // every object reads back byte-exact while the worker rebuilds, and the
 // cluster ends fully redundant on the live servers.
 func TestRepairAfterTwoKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
-	}
+	e2e(t)
 	d := startDev(t, "--repair-grace", "2s")
 	c := d.client(t)
 	type obj struct {
