@@ -78,6 +78,7 @@ func TestPFTConstants(t *testing.T) {
 // TestDecodeRoundTrip erases patterns of up to m shards (all of them for
 // small codes, a sample for large ones) and checks the decode byte for byte.
 func TestDecodeRoundTrip(t *testing.T) {
+	skipUnderRace(t)
 	for _, tc := range []struct {
 		name  string
 		limit int

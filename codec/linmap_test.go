@@ -13,6 +13,7 @@ import (
 // block (10), wide matrices that get short segments, and sizes that span
 // several segments with a masked tail.
 func TestLinmapMatchesReference(t *testing.T) {
+	skipUnderRace(t)
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, tc := range []struct {
 		rows, cols int

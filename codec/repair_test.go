@@ -10,6 +10,7 @@ import (
 // TestRankIdentities: any k shards determine the data (MDS), checked on the
 // generator by rank, for every k-subset of small codes and a sample of large.
 func TestRankIdentities(t *testing.T) {
+	skipUnderRace(t)
 	for _, tc := range []struct {
 		name  string
 		limit int
@@ -61,6 +62,7 @@ func planOf(c Code) *planner {
 // (n-1)*beta sub-chunks (d*beta, the MSR optimum), byte for byte. Clay
 // helpers send raw sub-chunks only.
 func TestSingleRepair(t *testing.T) {
+	skipUnderRace(t)
 	for _, name := range []string{"clay-2-2", "clay-4-2", "clay-5-3", "clay-6-3", "clay-8-4", "clay-10-4", "clay-8-8", "clay-10-10", "pm-3-3", "pm-4-4", "pm-8-8", "pm-10-10", "pm-3-2"} {
 		t.Run(name, func(t *testing.T) {
 			c := mustParse(t, name)
@@ -89,6 +91,7 @@ func TestSingleRepair(t *testing.T) {
 // TestMultiRepair executes the plan of every failure pattern (small codes)
 // or a sample (large codes) and checks the bytes and the cut-set bound.
 func TestMultiRepair(t *testing.T) {
+	skipUnderRace(t)
 	for _, tc := range []struct {
 		name  string
 		limit int

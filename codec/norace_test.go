@@ -1,0 +1,6 @@
+//go:build !race
+
+package codec
+
+// raceEnabled is true under go test -race.
+const raceEnabled = false
