@@ -117,6 +117,9 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := servePprof(ctx, gf.pprof, log); err != nil {
+		return err
+	}
 	gw, err := startDevGateway(ctx, cfg, gf, pickGossip)
 	if err != nil {
 		return err
@@ -144,6 +147,13 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 			"--log-format", gf.logFormat, "--log-level", gf.logLevel}
 		args = append(args, rf.args()...)
 		args = append(args, "--gc-delay", sf.gcDelay.String(), "--rollback-after", sf.rollbackAfter.String())
+		if gf.pprof != "" {
+			a, err := offsetPort(gf.pprof, i+1)
+			if err != nil {
+				return err
+			}
+			args = append(args, "--pprof", a)
+		}
 		if err := sup.start(DevProcess{ID: id, Data: dir}, args); err != nil {
 			return fmt.Errorf("start shard server %d: %w", i+1, err)
 		}

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // listFlag is a repeatable string flag.
@@ -22,16 +27,20 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// logOptions are the logging and gossip options of every server command.
+// logOptions are the logging, profiling and gossip options of every
+// server command.
 type logOptions struct {
 	logFormat, logLevel string
 	profile             string // gossip timing
+	pprof               string // net/http/pprof listen address, "" for none
 }
 
 func (f *logOptions) register(o *optionSet, profile string) {
 	o.String(&f.logFormat, "log-format", "REGEN_LOG_FORMAT", "text", "log format: text or json")
 	o.String(&f.logLevel, "log-level", "REGEN_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	o.String(&f.profile, "gossip-profile", "REGEN_GOSSIP_PROFILE", profile, "gossip timing: lan, or local for one machine (failures seen in seconds)")
+	o.String(&f.pprof, "pprof", "REGEN_PPROF", "", "serve Go's profiles (net/http/pprof, no auth) on this host:port, e.g. 127.0.0.1:6060; keep it on loopback. "+
+		"regen dev: the gateway there, shard server i on the port + i")
 }
 
 // Validate checks the log and gossip options.
@@ -46,7 +55,47 @@ func (f *logOptions) Validate() error {
 	if f.profile != "lan" && f.profile != "local" {
 		return badOption("gossip-profile", "want lan or local")
 	}
+	if f.pprof != "" {
+		return checkHostPort("pprof", f.pprof)
+	}
 	return nil
+}
+
+// servePprof serves net/http/pprof on addr until ctx ends (nothing for an
+// empty addr). It has its own listener and mux, so profiles never share a
+// port, or an auth scheme, with S3 or the shard API.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("pprof listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	go func() { <-ctx.Done(); srv.Close() }()
+	log.Info("serving profiles", "addr", ln.Addr().String())
+	return nil
+}
+
+// offsetPort returns host:port+i (regen dev's shard servers' --pprof).
+func offsetPort(addr string, i int) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+i)), nil
 }
 
 // checkHostPort is a Validate helper for host:port options.

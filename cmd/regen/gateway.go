@@ -226,6 +226,9 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	cfg.Logger = log
+	if err := servePprof(ctx, f.pprof, log); err != nil {
+		return err
+	}
 	g, err := startGateway(ctx, cfg, &f)
 	if err != nil {
 		return err

@@ -126,6 +126,9 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	log = log.With("node", id)
+	if err := servePprof(ctx, f.pprof, log); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
