@@ -97,14 +97,7 @@ func (g *Gateway) openObject(m *metadata.Manifest, off, length int64) (io.ReadCl
 	if err != nil {
 		return nil, fmt.Errorf("object %s/%s has unknown code: %w", m.Bucket, m.Key, err)
 	}
-	targets := g.layer.targets(m.Placement)
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		defer cancel()
-		pw.CloseWithError(g.readParts(ctx, m, code, targets, off, length, pw))
-	}()
-	return &closingReader{PipeReader: pr, cancel: cancel}, nil
+	return g.objectBody(m, code, off, length), nil
 }
 
 func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -254,21 +255,85 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 	if err != nil {
 		return fmt.Errorf("object %s/%s has unknown code: %w", m.Bucket, m.Key, err)
 	}
-	targets := g.layer.targets(m.Placement)
-	pr, pw := io.Pipe()
-	rctx, rcancel := context.WithCancel(context.Background())
-	go func() {
-		defer rcancel()
-		err := g.readParts(rctx, m, code, targets, off, length, pw)
-		if err != nil {
-			g.log.Warn("GET failed mid-stream", "request", req.id, "bucket", m.Bucket, "key", m.Key, "err", err)
-		}
-		pw.CloseWithError(err)
-	}()
-	// fasthttp closes the stream when the response is done or the client
-	// went away; closing the pipe then stops the reader goroutine.
-	c.Context().SetBodyStream(&closingReader{PipeReader: pr, cancel: rcancel}, int(length))
+	body := g.objectBody(m, code, off, length)
+	body.logf = func(err error) {
+		g.log.Warn("GET failed mid-stream", "request", req.id, "bucket", m.Bucket, "key", m.Key, "err", err)
+	}
+	// fasthttp copies the body with io.CopyBuffer into the connection's
+	// writer, which takes body.WriteTo: the stripes are written from the
+	// shard buffers into the socket, with no pipe or copy between. It
+	// closes the body when the response is done or the client went away.
+	c.Context().SetBodyStream(body, int(length))
 	return nil
+}
+
+// objectBody returns the bytes [off, off+length) of the striped object m
+// as a stream.
+func (g *Gateway) objectBody(m *metadata.Manifest, code codec.Code, off, length int64) *objectBody {
+	ctx, cancel := context.WithCancel(context.Background())
+	targets := g.layer.targets(m.Placement)
+	return &objectBody{ctx: ctx, cancel: cancel, read: func(ctx context.Context, w io.Writer) error {
+		return g.readParts(ctx, m, code, targets, off, length, w)
+	}}
+}
+
+// objectBody streams an object's range. WriteTo reads the stripes straight
+// into its writer; Read, for consumers that want a reader (CopyObject's
+// stripe writer), runs the same read into a pipe. Close stops either.
+type objectBody struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	read   func(ctx context.Context, w io.Writer) error
+	logf   func(error) // reports a failed read, if set
+
+	once sync.Once
+	pr   *io.PipeReader
+}
+
+// WriteTo writes the whole range to w (once; use either WriteTo or Read).
+func (b *objectBody) WriteTo(w io.Writer) (int64, error) {
+	defer b.cancel()
+	cw := &countingWriter{w: w}
+	err := b.read(b.ctx, cw)
+	if err != nil && b.logf != nil {
+		b.logf(err)
+	}
+	return cw.n, err
+}
+
+func (b *objectBody) Read(p []byte) (int, error) {
+	b.once.Do(func() {
+		pr, pw := io.Pipe()
+		b.pr = pr
+		go func() {
+			defer b.cancel()
+			err := b.read(b.ctx, pw)
+			if err != nil && b.logf != nil {
+				b.logf(err)
+			}
+			pw.CloseWithError(err)
+		}()
+	})
+	return b.pr.Read(p)
+}
+
+func (b *objectBody) Close() error {
+	b.cancel()
+	if b.pr != nil {
+		return b.pr.Close()
+	}
+	return nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // readParts streams [off, off+length) of a striped object across its parts.
@@ -294,14 +359,4 @@ func (g *Gateway) readParts(ctx context.Context, m *metadata.Manifest, code code
 		partStart = partEnd
 	}
 	return nil
-}
-
-type closingReader struct {
-	*io.PipeReader
-	cancel context.CancelFunc
-}
-
-func (r *closingReader) Close() error {
-	r.cancel()
-	return r.PipeReader.Close()
 }

@@ -70,9 +70,21 @@ func runBenchS3(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	var line *benchLine
-	if !quiet && isTerminal(os.Stderr) {
+	switch {
+	case quiet:
+	case isTerminal(os.Stderr):
 		line = &benchLine{w: os.Stderr}
 		cfg.OnProgress = line.update
+	default:
+		// Not a terminal: a timestamped line as each workload starts, so
+		// that scripts (scripts/profile-data-path.sh) can time profiles.
+		started := ""
+		cfg.OnProgress = func(p s3bench.Progress) {
+			if p.Workload != started {
+				started = p.Workload
+				fmt.Fprintf(os.Stderr, "%s %s started\n", time.Now().Format("15:04:05.000"), p.Workload)
+			}
+		}
 	}
 	cfg.OnResult = func(r s3bench.Result) {
 		if line != nil {
@@ -81,7 +93,8 @@ func runBenchS3(ctx context.Context, args []string, stdout io.Writer) error {
 		if asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(stdout, string(b))
-		} else if line != nil {
+		}
+		if !quiet {
 			fmt.Fprintf(os.Stderr, "%s\n", resultSummary(r))
 		}
 	}

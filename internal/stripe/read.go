@@ -82,8 +82,9 @@ func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w
 	first, last := off/full, (off+length-1)/full
 
 	type result struct {
-		data []byte
-		err  error
+		data    [][]byte // the range's bytes, in order
+		release func()   // gives data's buffers back once written
+		err     error
 	}
 	results := make(chan chan result, p.Depth)
 	go func() {
@@ -103,8 +104,8 @@ func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w
 				return
 			}
 			go func() {
-				data, err := r.fetch(ctx, s, a, b)
-				ch <- result{data, err}
+				data, release, err := r.fetch(ctx, s, a, b)
+				ch <- result{data, release, err}
 			}()
 		}
 	}()
@@ -113,9 +114,13 @@ func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w
 		if res.err != nil {
 			return res.err
 		}
-		if _, err := w.Write(res.data); err != nil {
-			return fmt.Errorf("stripe: writing to client: %w", err)
+		for _, d := range res.data {
+			if _, err := w.Write(d); err != nil {
+				res.release()
+				return fmt.Errorf("stripe: writing to client: %w", err)
+			}
 		}
+		res.release()
 	}
 	return ctx.Err()
 }
@@ -173,8 +178,10 @@ func (r *reader) markBad(i int, err error) {
 	}
 }
 
-// fetch returns bytes [a, b) of stripe s's data.
-func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
+// fetch returns bytes [a, b) of stripe s's data as slices of the shard
+// buffers (no copy), and a func that gives the buffers back once the
+// slices are written.
+func (r *reader) fetch(ctx context.Context, s, a, b int64) ([][]byte, func(), error) {
 	k, n := r.p.Code.DataShards(), r.p.Code.TotalShards()
 	chunk, _ := r.geo.Chunk(r.p.Size, s)
 	base := s * r.p.ChunkSize // offset of this stripe's chunk in every shard file
@@ -198,17 +205,26 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 		out, moved, err := r.fetchMSR(ctx, plan, s, chunk, a, b)
 		if err == nil {
 			r.degraded(MethodMSR, moved)
-			return out, nil
+			return [][]byte{out}, func() {}, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		wasted = moved // the failed shards are marked bad: decode around them
 	}
 	cols := make([][]byte, n)
 	fetched, err := r.gather(ctx, s, base, lo, hi, need, cols)
+	// Every buffer gather filled came from the pool; decoded ones are the
+	// codec's own and go to the garbage collector.
+	pooled := slices.Clone(cols)
+	release := func() {
+		for _, b := range pooled {
+			putBuf(b)
+		}
+	}
 	if err != nil {
-		return nil, err
+		release()
+		return nil, nil, err
 	}
 	missing := false
 	for i := range n {
@@ -224,20 +240,22 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([]byte, error) {
 				errs = append(errs, &ShardError{Index: i, Node: r.p.Targets[i].Node, Err: err})
 			}
 			r.mu.Unlock()
-			return nil, &QuorumError{Op: "read", Want: k, Got: fetched, Errs: errs}
+			release()
+			return nil, nil, &QuorumError{Op: "read", Want: k, Got: fetched, Errs: errs}
 		}
 		if err := r.p.Code.ReconstructSome(cols, need); err != nil {
-			return nil, fmt.Errorf("stripe: decode stripe %d: %w", s, err)
+			release()
+			return nil, nil, fmt.Errorf("stripe: decode stripe %d: %w", s, err)
 		}
 		r.degraded(MethodDecode, wasted+int64(fetched)*(hi-lo))
 	}
-	out := make([]byte, 0, b-a)
+	var out [][]byte
 	for i := a / chunk; i <= (b-1)/chunk; i++ {
 		from := max(a, i*chunk) - i*chunk
 		to := min(b, (i+1)*chunk) - i*chunk
-		out = append(out, cols[i][from-lo:to-lo]...)
+		out = append(out, cols[i][from-lo:to-lo])
 	}
-	return out, nil
+	return out, release, nil
 }
 
 // degraded reports a stripe read without some of its needed shards.
@@ -445,8 +463,9 @@ func (r *reader) fetchOne(ctx context.Context, i int, off, length int64) ([]byte
 		return nil, err
 	}
 	defer rc.Close()
-	buf := make([]byte, length)
+	buf := getBuf(length)
 	if _, err := io.ReadFull(rc, buf); err != nil {
+		putBuf(buf)
 		return nil, fmt.Errorf("reading shard %d: %w", i, err)
 	}
 	return buf, nil
