@@ -39,6 +39,13 @@ type Config struct {
 	// InlineMax is the largest object stored inside its manifest instead
 	// of as shards.
 	InlineMax int64
+	// WriteMemory bounds the stripe buffers of all PUTs, parts and copies
+	// at once (stripe.Buffers): past it, uploads wait for buffers, so the
+	// gateway's memory stays bounded however many clients write. 96 MiB
+	// holds ten rs-6-3 stripes of 1 MiB chunks, two or three in flight
+	// for each of four concurrent uploads; at least one stripe always
+	// fits.
+	WriteMemory int64
 	// ShardTimeout bounds one shard fetch on the read path.
 	ShardTimeout time.Duration
 	// BucketCacheTTL is how long bucket existence is cached.
@@ -62,6 +69,7 @@ func DefaultConfig() Config {
 		StorageClasses: map[string]string{},
 		ChunkSize:      1 << 20,
 		InlineMax:      128 << 10,
+		WriteMemory:    96 << 20,
 		ShardTimeout:   15 * time.Second,
 		BucketCacheTTL: 2 * time.Second,
 		OpTimeout:      30 * time.Second,
@@ -92,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if c.OpTimeout <= 0 {
 		return fmt.Errorf("gateway: operation timeout %v must be positive", c.OpTimeout)
+	}
+	if c.WriteMemory <= 0 {
+		return fmt.Errorf("gateway: write memory %d must be positive", c.WriteMemory)
 	}
 	if c.InlineMax < 0 || c.InlineMax > 1<<20 {
 		return fmt.Errorf("gateway: inline max %d outside 0..1 MiB", c.InlineMax)

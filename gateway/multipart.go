@@ -150,6 +150,7 @@ func (g *Gateway) writePart(ctx context.Context, u *metadata.Upload, num int, bo
 	}
 	res, err := stripe.Write(ctx, g.layer.shards, stripe.WriteParams{
 		Code: code, ChunkSize: u.ChunkSize, FileID: p.ID, Targets: g.layer.targets(u.Placement), Size: size,
+		Buffers: g.writeBufs,
 	}, body)
 	if err == nil {
 		err = drain(body)

@@ -307,7 +307,7 @@ func (g *Gateway) writeStriped(ctx context.Context, body io.Reader, size int64, 
 	fileID := newFileID()
 	res, err := stripe.Write(ctx, g.layer.shards, stripe.WriteParams{
 		Code: code, ChunkSize: m.ChunkSize, FileID: fileID,
-		Targets: g.layer.targets(m.Placement), Size: size,
+		Targets: g.layer.targets(m.Placement), Size: size, Buffers: g.writeBufs,
 	}, body)
 	if err != nil {
 		m.Parts = []metadata.Part{{ID: fileID}}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/internal/sigv4"
+	"github.com/regen-s3/regen/internal/stripe"
 )
 
 // Gateway is one S3 front end.
@@ -33,6 +34,8 @@ type Gateway struct {
 	events  eventLog // recent events for the status page (events.go)
 	// policies caches parsed bucket policies (policy.go).
 	policies policyCache
+	// writeBufs lends every write's stripe buffers (Config.WriteMemory).
+	writeBufs *stripe.Buffers
 }
 
 // New builds a gateway over the given shard servers and membership.
@@ -44,11 +47,12 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		buckets: &bucketCache{ttl: cfg.BucketCacheTTL},
-		auth:    &sigv4.Verifier{Creds: sigv4.StaticCredentials(cfg.Credentials), Region: cfg.Region},
-		metrics: newMetrics(cfg.Registerer),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		buckets:   &bucketCache{ttl: cfg.BucketCacheTTL},
+		auth:      &sigv4.Verifier{Creds: sigv4.StaticCredentials(cfg.Credentials), Region: cfg.Region},
+		metrics:   newMetrics(cfg.Registerer),
+		writeBufs: stripe.NewBuffers(cfg.WriteMemory),
 	}
 	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID}}
 	for _, name := range g.codeNames() {

@@ -41,7 +41,7 @@ type gatewayFlags struct {
 	region                  string
 	code                    string
 	classes                 listFlag
-	chunk                   int64
+	chunk, writeMemory      int64
 	logOptions
 	tlsCert, tlsKey string
 	domain          string
@@ -75,6 +75,7 @@ func (f *gatewayFlags) register(o *optionSet, dev bool) {
 		classes.showDefault("STANDARD=<--code>,STANDARD_IA=clay-6-3")
 	}
 	o.Size(&f.chunk, "chunk-size", "REGEN_CHUNK_SIZE", def.ChunkSize, "shard chunk per stripe, rounded up to 64-byte sub-chunks")
+	o.Size(&f.writeMemory, "write-memory", "REGEN_WRITE_MEMORY", def.WriteMemory, "stripe buffers of all uploads at once; past it uploads wait (at least one stripe always fits)")
 	profile := "lan"
 	if dev {
 		profile = "local" // one machine: detect failures in seconds
@@ -116,6 +117,9 @@ func (f *gatewayFlags) Validate() error {
 	}
 	if f.chunk < 4<<10 || f.chunk > 64<<20 {
 		return badOption("chunk-size", "want 4KiB..64MiB")
+	}
+	if f.writeMemory <= 0 {
+		return badOption("write-memory", "must be positive")
 	}
 	if f.opTimeout <= 0 {
 		return badOption("op-timeout", "must be positive")
@@ -172,7 +176,7 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 		class, code, _ := strings.Cut(kv, "=") // checked by Validate
 		cfg.StorageClasses[strings.ToUpper(class)] = code
 	}
-	cfg.ChunkSize = f.chunk
+	cfg.ChunkSize, cfg.WriteMemory = f.chunk, f.writeMemory
 	cfg.OpTimeout = f.opTimeout
 	var b [6]byte
 	rand.Read(b[:])

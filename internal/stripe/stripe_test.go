@@ -111,6 +111,10 @@ func roundTrip(t *testing.T, code codec.Code) {
 	chunk := codec.ChunkSize(code, 4096)
 	full := 6 * chunk
 	sizes := []int64{0, 1, 100, full - 1, full, full + 1, full/2 + 5, 2*full + full*5/7, 3*full + 17}
+	// One pool for all sizes, as in a gateway: every write after the
+	// first gets buffers holding an earlier object's bytes, which must
+	// not leak into its shards.
+	bufs := NewBuffers(2 * 9 * codec.StripeStride(bufChunk(chunk)))
 	for _, size := range sizes {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			data := make([]byte, size)
@@ -119,7 +123,7 @@ func roundTrip(t *testing.T, code codec.Code) {
 			}
 			mem := newMem()
 			tg := targets(9)
-			res, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: size}, iotest.HalfReader(bytes.NewReader(data)))
+			res, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: size, Buffers: bufs}, iotest.HalfReader(bytes.NewReader(data)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -364,5 +368,89 @@ func TestShrink(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWriteUnknownSizeSharedBuffers writes bodies of unknown size (their
+// last stripe is shrunk in place) through one small pool, so that buffers
+// come back dirty, and reads them back whole.
+func TestWriteUnknownSizeSharedBuffers(t *testing.T) {
+	code, _ := codec.Parse("rs-6-3")
+	chunk := codec.ChunkSize(code, 4096)
+	bufs := NewBuffers(1) // one buffer at a time
+	for _, size := range []int64{3*6*chunk + 5, 100, 6*chunk - 1, 1} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(rand.IntN(256))
+		}
+		mem, tg := newMem(), targets(9)
+		if _, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: -1, Buffers: bufs}, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		mem.down["a2"] = true // decode, so parity must be right too
+		if err := Read(context.Background(), mem, ReadParams{Code: code, ChunkSize: chunk, FileID: "f", Size: size, Targets: tg}, 0, size, &buf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), data) {
+			t.Fatalf("size %d: wrong bytes back", size)
+		}
+	}
+}
+
+// TestBuffersBudget: buffers past the budget wait for one to come back
+// (or for their context), free buffers are reused, and free buffers of
+// another geometry make room.
+func TestBuffersBudget(t *testing.T) {
+	one := int64(3) * codec.StripeStride(64<<10)
+	p := NewBuffers(2 * one)
+	ctx := context.Background()
+	a, err := p.get(ctx, 3, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := p.get(ctx, 3, 64<<10)
+	if len(*a) != 3 || int64(len((*a)[0])) != 64<<10 {
+		t.Fatalf("buffer of %d regions of %d bytes", len(*a), len((*a)[0]))
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.get(short, 3, 64<<10); err == nil {
+		t.Fatal("a third buffer fit in a budget of two")
+	}
+	got := make(chan *[][]byte)
+	go func() {
+		c, _ := p.get(ctx, 3, 64<<10)
+		got <- c
+	}()
+	select {
+	case <-got:
+		t.Fatal("got a buffer before one came back")
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.put(a)
+	var c *[][]byte
+	select {
+	case c = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiting get not woken by put")
+	}
+	if &(*c)[0][0] != &(*a)[0][0] {
+		t.Error("the returned buffer was not reused")
+	}
+	// Both lent out; return one, then ask for another geometry: the free
+	// one must give way.
+	p.put(b)
+	d, err := p.get(short, 2, 64<<10)
+	if err != nil {
+		t.Fatalf("free buffer of another geometry did not make room: %v", err)
+	}
+	if len(*d) != 2 {
+		t.Fatalf("got %d regions, want 2", len(*d))
+	}
+	// A single buffer larger than the whole budget is still lent.
+	big, err := NewBuffers(1).get(ctx, 9, 1<<20)
+	if err != nil || len(*big) != 9 {
+		t.Fatalf("oversized buffer: %v", err)
 	}
 }

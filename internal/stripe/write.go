@@ -32,9 +32,12 @@ type WriteParams struct {
 	Quorum int
 	// Size is the exact body length, or -1 if unknown.
 	Size int64
-	// Depth is how many stripes may be in flight (memory is about
-	// Depth * n * ChunkSize); 0 means 3.
+	// Depth is how many stripes of this write may be in flight (memory
+	// is at most Depth * n * ChunkSize); 0 means 3.
 	Depth int
+	// Buffers, if set, lends the stripe buffers, from a budget shared
+	// with other writes; nil gives this write buffers of its own.
+	Buffers *Buffers
 	// StallTimeout aborts a shard whose server accepts no bytes for this
 	// long, so one hung server cannot stall the upload; 0 means 30s.
 	StallTimeout time.Duration
@@ -73,16 +76,17 @@ func (p *WriteParams) validate() error {
 // stripeBuf is one encoded stripe in flight; it goes back to the pool when
 // the hash and every shard sender are done with it.
 type stripeBuf struct {
-	// full is the n shard regions of ChunkSize bytes, data then parity,
-	// carved by codec.NewStripe so that they start in different cache
-	// sets (codec.StripeStride apart) and the kernels' streams don't
-	// evict each other. They are not contiguous: the body is read into
-	// the data regions in turn.
+	// full is the n shard regions of the stripe's region size (ChunkSize,
+	// or less for the last stripe of a body of known size), data then
+	// parity, carved by codec.NewStripe so that they start in different
+	// cache sets (codec.StripeStride apart) and the kernels' streams
+	// don't evict each other. They are not contiguous: the body is read
+	// into the data regions in turn.
 	full   [][]byte
 	shards [][]byte // n views, chunk bytes each, at the starts of full
 	n      int      // data bytes in this stripe
 	refs   atomic.Int32
-	pool   chan *stripeBuf
+	done   func() // gives the buffer back; called once refs drop to 0
 }
 
 // fill reads r into the data regions in turn, as io.ReadFull would into
@@ -143,7 +147,7 @@ func shrink(regions [][]byte, got, chunk int64) {
 
 func (b *stripeBuf) release() {
 	if b.refs.Add(-1) == 0 {
-		b.pool <- b
+		b.done()
 	}
 }
 
@@ -166,15 +170,6 @@ func Write(ctx context.Context, shards Shards, p WriteParams, r io.Reader) (*Wri
 	for i := range n {
 		w.senders[i] = w.startSender(ctx, i)
 	}
-	pool := make(chan *stripeBuf, p.Depth)
-	for range p.Depth {
-		b := &stripeBuf{
-			full:   codec.NewStripe(n, p.ChunkSize),
-			shards: make([][]byte, n),
-			pool:   pool,
-		}
-		pool <- b
-	}
 	md := md5.New()
 	hashed := make(chan *stripeBuf, p.Depth)
 	hashDone := make(chan struct{})
@@ -186,7 +181,7 @@ func Write(ctx context.Context, shards Shards, p WriteParams, r io.Reader) (*Wri
 		}
 	}()
 
-	size, readErr := w.produce(ctx, r, pool, hashed, md)
+	size, readErr := w.produce(ctx, r, hashed)
 	close(hashed)
 	for _, s := range w.senders {
 		close(s.in)
@@ -226,42 +221,83 @@ type writer struct {
 	senders []*sender
 }
 
+// lastChunk is the shard chunk of a stripe holding the last size bytes of
+// a body (size < k * ChunkSize): size spread over k shards, rounded up to
+// the code's multiple.
+func (w *writer) lastChunk(size int64) int64 {
+	k, mult := int64(w.p.Code.DataShards()), int64(w.p.Code.ShardMultiple())
+	per := (size + k - 1) / k
+	return (per + mult - 1) / mult * mult
+}
+
+// buffer waits for a slot among this write's Depth stripes in flight and
+// for a buffer of n regions of region bytes.
+func (w *writer) buffer(ctx context.Context, bufs *Buffers, slots chan struct{}, region int64) (*stripeBuf, error) {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	n := w.p.Code.TotalShards()
+	alloc, err := bufs.get(ctx, n, region)
+	if err != nil {
+		<-slots
+		return nil, err
+	}
+	b := &stripeBuf{full: make([][]byte, n), shards: make([][]byte, n)}
+	for i, reg := range *alloc {
+		b.full[i] = reg[:region]
+	}
+	b.done = func() {
+		bufs.put(alloc)
+		<-slots
+	}
+	return b, nil
+}
+
 // produce reads stripes from r, encodes them and hands them to the hash and
 // the senders. It returns the body size and the first read error.
-func (w *writer) produce(ctx context.Context, r io.Reader, pool chan *stripeBuf, hashed chan<- *stripeBuf, md hash.Hash) (int64, error) {
+func (w *writer) produce(ctx context.Context, r io.Reader, hashed chan<- *stripeBuf) (int64, error) {
 	p := w.p
 	n, k := p.Code.TotalShards(), p.Code.DataShards()
-	mult := int64(p.Code.ShardMultiple())
+	bufs := p.Buffers
+	if bufs == nil {
+		bufs = NewBuffers(int64(p.Depth*n) * codec.StripeStride(bufChunk(p.ChunkSize)))
+	}
+	slots := make(chan struct{}, p.Depth)
 	var total int64
 	for first := true; ; first = false {
-		var b *stripeBuf
-		select {
-		case b = <-pool:
-		case <-ctx.Done():
-			return total, context.Cause(ctx)
+		// A body of known size needs no more than its last bytes' chunk
+		// for its last stripe (a 1 MiB object: 171 KiB shards, not 1 MiB).
+		region := p.ChunkSize
+		if rem := p.Size - total; p.Size >= 0 && rem < int64(k)*p.ChunkSize {
+			region = max(w.lastChunk(rem), int64(p.Code.ShardMultiple()))
+		}
+		b, err := w.buffer(ctx, bufs, slots, region)
+		if err != nil {
+			return total, err
 		}
 		got, err := b.fill(r, k)
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 			err = nil
 		case err != nil:
-			pool <- b
+			b.done()
 			return total, fmt.Errorf("stripe: reading body: %w", err)
 		}
 		total += int64(got)
 		if p.Size >= 0 && total > p.Size {
-			pool <- b
+			b.done()
 			return total, fmt.Errorf("%w: more than %d bytes", ErrSize, p.Size)
 		}
 		last := int64(got) < int64(k)*p.ChunkSize
 		if got == 0 && !first {
-			pool <- b
+			b.done()
 			break
 		}
 		chunk := p.ChunkSize
 		if last {
-			per := (int64(got) + int64(k) - 1) / int64(k)
-			chunk = (per + mult - 1) / mult * mult
+			chunk = w.lastChunk(int64(got))
 			shrink(b.full[:k], int64(got), chunk)
 		}
 		for i := range n {
@@ -269,7 +305,7 @@ func (w *writer) produce(ctx context.Context, r io.Reader, pool chan *stripeBuf,
 		}
 		if chunk > 0 {
 			if err := p.Code.Encode(b.shards); err != nil {
-				pool <- b
+				b.done()
 				return total, fmt.Errorf("stripe: encode: %w", err)
 			}
 		}
