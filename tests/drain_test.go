@@ -187,14 +187,16 @@ func TestDrain(t *testing.T) {
 	if st.Repair == nil || st.Repair.Methods["copy"] == 0 {
 		t.Fatalf("no shard was moved by copy: %+v", st.Repair)
 	}
-	// The workers' counts follow at their next scans.
-	waitFor(t, 30*time.Second, "the workers to count no stripe to move", func() bool {
+	// The workers' counts follow at their next scans. A stripe counts as
+	// degraded only while a server of its placement is down or suspect in
+	// gossip: on a starved machine gossip wrongly calls live servers dead
+	// for a while (TestDrain's old flake: 176 such verdicts in one run
+	// under load average 190, and the count asserted at once), so the
+	// degraded count must reach zero, not be zero at one instant.
+	waitFor(t, 90*time.Second, "the workers to count no stripe to move and none degraded", func() bool {
 		st = d.status(t)
-		return st.Stripes != nil && st.Stripes.Draining == 0
+		return st.Stripes != nil && st.Stripes.Draining == 0 && st.Stripes.Degraded == 0
 	})
-	if st.Stripes.Degraded != 0 {
-		t.Fatalf("after the drain: %+v", st.Stripes)
-	}
 	logs, _ := filepath.Glob(filepath.Join(d.dir, "*", "shard.log"))
 	fellBack := false
 	for _, l := range logs {
@@ -209,15 +211,14 @@ func TestDrain(t *testing.T) {
 	if err := check("right after kill -9 of the drained server"); err != nil {
 		t.Fatal(err)
 	}
-	// Once every repair worker has seen it dead, nothing counts as degraded.
-	waitFor(t, 60*time.Second, "the workers to count the killed server", func() bool {
-		st := d.status(t)
-		return st.Stripes != nil && slices.Contains(st.Stripes.DownSeen, id)
+	// Once every repair worker has seen it dead, nothing counts as
+	// degraded: it held no shard. (Reaching zero rather than being zero
+	// at once, as above: another server may be wrongly suspected for a
+	// while on a starved machine.)
+	waitFor(t, 90*time.Second, "the workers to count the killed server, and nothing degraded", func() bool {
+		st = d.status(t)
+		return st.Stripes != nil && slices.Contains(st.Stripes.DownSeen, id) && st.Stripes.Degraded == 0 && st.Stripes.LostShards == 0
 	})
-	st = d.status(t)
-	if st.Stripes.Degraded != 0 || st.Stripes.LostShards != 0 {
-		t.Fatalf("after killing the drained server: %d degraded stripes, %d lost shards", st.Stripes.Degraded, st.Stripes.LostShards)
-	}
 	if err := check("after the workers counted the drained server dead"); err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,12 @@ func (l *lifecycle) waitWhole(t *testing.T, timeout time.Duration) {
 // down in a scan, so that "nothing degraded" includes its shards.
 func (l *lifecycle) waitDownSeen(t *testing.T, id string) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "every worker to count server "+id+" down", func() bool {
+	// NB: 90 s, not the scan interval: a scan that takes d waits at least
+	// 4d before the next (repair's walkPace), and on a starved machine a
+	// scan takes seconds (TestRepairSecondFailureDuringRepair's old flake:
+	// 30 s ran out under load average 190 although gossip had declared
+	// the server dead everywhere).
+	waitFor(t, 90*time.Second, "every worker to count server "+id+" down", func() bool {
 		for i, s := range l.d.info.Shards {
 			if l.dead[i] {
 				continue
