@@ -15,6 +15,7 @@ import (
 // set-code` and checks that new objects are written with it: an rs-4-2
 // object leaves 6 shard files where the default rs-6-3 leaves 9.
 func TestAdminBucketSetCode(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	cl := d.client(t)
 	c := ctx(t)

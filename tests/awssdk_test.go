@@ -21,6 +21,7 @@ import (
 // checksums by default (CRC32), and pages, presigns and uploads parts the
 // AWS way.
 func TestAWSSDKGoV2(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c := s3.New(s3.Options{
 		BaseEndpoint: aws.String(d.info.Endpoint),

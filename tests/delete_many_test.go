@@ -26,6 +26,7 @@ import (
 // failed with SlowDown, which s3cmd ignores, and its rb then found the
 // bucket not empty).
 func TestDeleteManyThenDeleteBucket(t *testing.T) {
+	parallel(t)
 	d := startDev(t, "--op-timeout", "5s")
 	c := d.client(t)
 	const bucket, n = "delete-many", 1000

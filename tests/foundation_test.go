@@ -78,6 +78,7 @@ func get(t testing.TB, c *minio.Client, bucket, key string, opts minio.GetObject
 const stripeBytes = 6 << 20 // rs-6-3 with 1 MiB chunks
 
 func TestRoundTripSizes(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c := d.client(t)
 	mustMakeBucket(t, c, "sizes")
@@ -145,6 +146,7 @@ func TestRoundTripSizes(t *testing.T) {
 }
 
 func TestBucketsAndListing(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c := d.client(t)
 	// minio-go refuses bad names itself, so send the request by hand.
@@ -227,6 +229,7 @@ func TestBucketsAndListing(t *testing.T) {
 }
 
 func TestWrongCredentials(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	bad := s3Client(t, d.info.Endpoint, d.info.AccessKey, "wrong-secret")
 	if _, err := bad.ListBuckets(ctx(t)); minio.ToErrorResponse(err).Code != "SignatureDoesNotMatch" || minio.ToErrorResponse(err).StatusCode != 403 {

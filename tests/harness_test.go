@@ -60,6 +60,17 @@ func e2e(t testing.TB) {
 	}
 }
 
+// parallel lets an end-to-end test run beside the other parallel ones
+// (at most go test's -parallel at once, GOMAXPROCS by default; -parallel 1
+// runs them one by one). Only tests whose checks hang on no timing call
+// it: no kills, failure detection, repair, drain or expiry, which a
+// machine starved by a second cluster could slow past their waits.
+// Every test has its own cluster: its own free ports and temp directory.
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // longTests reports whether REGEN_LONG_TESTS asks for the long tests
 // (minutes each, e.g. TestRepairLifecycle); skipped otherwise, and always
 // under -short.
@@ -94,9 +105,10 @@ type devCluster struct {
 	cmd  *exec.Cmd
 	info devInfo
 
-	exited chan struct{} // closed once cmd has exited and been waited for
-	mu     sync.Mutex
-	out    strings.Builder // what regen dev printed
+	exited  chan struct{} // closed once cmd has exited and been waited for
+	stopped bool          // stop signalled it
+	mu      sync.Mutex
+	out     strings.Builder // what regen dev printed
 }
 
 func freeAddr(t testing.TB) string {
@@ -198,7 +210,15 @@ func (d *devCluster) output() string {
 func (d *devCluster) stop() {
 	select {
 	case <-d.exited:
+		if d.stopped {
+			break
+		}
+		// It stopped before the test ended: say how, for the post-mortem
+		// of whatever failed next (a refused connection to a live server
+		// was once all a flake left behind).
+		d.t.Logf("regen dev had exited before the test ended (%v); its output:\n%s", d.cmd.ProcessState, lastLines(d.output(), 40))
 	default:
+		d.stopped = true
 		d.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-d.exited:
@@ -231,6 +251,12 @@ func (d *devCluster) checkRaces() {
 			d.t.Errorf("data race in %s:\n%s", who, out[i:min(len(out), i+8000)])
 		}
 	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // killShard SIGKILLs shard server i.

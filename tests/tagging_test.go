@@ -26,6 +26,7 @@ func tagMap(ts []types.Tag) map[string]string {
 // tagging API, their limits, and bucket tags, through aws-sdk-go-v2 and
 // minio-go.
 func TestTagging(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c := sdkClient(d)
 	mc := d.client(t)
