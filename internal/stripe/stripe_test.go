@@ -34,6 +34,14 @@ func newMem() *memShards {
 	return &memShards{files: map[string][]byte{}, down: map[string]bool{}, corrupt: map[string]bool{}, slow: map[string]time.Duration{}}
 }
 
+// fault changes the fault hooks under the lock: fetches of an earlier
+// Read that lost a hedge may still be running.
+func (m *memShards) fault(f func(m *memShards)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f(m)
+}
+
 func name(addr, id string, idx int) string { return fmt.Sprintf("%s/%s/%d", addr, id, idx) }
 
 func (m *memShards) PutShard(ctx context.Context, addr, fileID string, idx int, body io.Reader) (shardrpc.ShardInfo, error) {
@@ -159,12 +167,14 @@ func roundTrip(t *testing.T, code codec.Code) {
 			}
 			// Three servers down (n-k) and one corrupt would be too many;
 			// take down 2 data servers and mark one parity corrupt.
-			mem.down["a0"], mem.down["a4"] = true, true
-			mem.corrupt["a7"] = true
+			mem.fault(func(m *memShards) {
+				m.down["a0"], m.down["a4"] = true, true
+				m.corrupt["a7"] = true
+			})
 			for _, r := range ranges {
 				check("degraded", r[0], r[1])
 			}
-			mem.down["a1"] = true
+			mem.fault(func(m *memShards) { m.down["a1"] = true })
 			if size > 0 {
 				err := Read(context.Background(), mem, ReadParams{Code: code, ChunkSize: chunk, FileID: "f", Size: size, Targets: tg}, 0, size, io.Discard)
 				if !errors.Is(err, ErrQuorum) {
@@ -325,8 +335,11 @@ func TestReadNoHedgeWhenHealthy(t *testing.T) {
 	if err := Read(context.Background(), mem, ReadParams{Code: code, ChunkSize: chunk, FileID: "f", Size: size, Targets: tg}, 0, size, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if mem.gets != 6*4 {
-		t.Errorf("%d shard GETs, want %d (no hedges)", mem.gets, 6*4)
+	mem.mu.Lock()
+	gets := mem.gets
+	mem.mu.Unlock()
+	if gets != 6*4 {
+		t.Errorf("%d shard GETs, want %d (no hedges)", gets, 6*4)
 	}
 }
 
