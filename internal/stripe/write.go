@@ -388,11 +388,11 @@ func (w *writer) startSender(ctx context.Context, i int) *sender {
 		return s
 	}
 	sctx, scancel := context.WithCancelCause(ctx)
-	pr, pw := io.Pipe()
+	body := newChunkStream()
 	putDone := make(chan error, 1)
 	go func() {
-		_, err := w.shards.PutShard(sctx, t.Addr, w.p.FileID, i, pr)
-		pr.CloseWithError(errOr(err, io.ErrClosedPipe))
+		_, err := w.shards.PutShard(sctx, t.Addr, w.p.FileID, i, body)
+		body.Close()
 		putDone <- err
 	}()
 	go func() {
@@ -415,7 +415,7 @@ func (w *writer) startSender(ctx context.Context, i int) *sender {
 				timer := time.AfterFunc(w.p.StallTimeout, func() {
 					fail(fmt.Errorf("server accepted no data for %s", w.p.StallTimeout))
 				})
-				_, err := pw.Write(chunk)
+				err := body.write(chunk)
 				timer.Stop()
 				if err != nil {
 					fail(err)
@@ -423,11 +423,7 @@ func (w *writer) startSender(ctx context.Context, i int) *sender {
 			}
 			b.release()
 		}
-		if cause := context.Cause(ctx); cause != nil {
-			pw.CloseWithError(cause)
-		} else {
-			pw.Close()
-		}
+		body.finish(context.Cause(ctx))
 		if err := <-putDone; err != nil {
 			fail(err)
 		}
