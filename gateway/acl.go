@@ -151,9 +151,15 @@ func (g *Gateway) putACL(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
-	if c.Get("x-amz-acl") == "" && (len(c.Body()) > 0 || c.Request().Header.ContentLength() > 0) {
+	// NB: the body is read (bounded, checked) even when x-amz-acl says
+	// it all, so its payload hash and digests are verified.
+	body, err := g.xmlBody(c, req, false)
+	if err != nil {
+		return err
+	}
+	if c.Get("x-amz-acl") == "" && body != nil {
 		var in aclInput
-		if err := DecodeXML(g.bodyReader(c, req, -1), &in); err != nil {
+		if err := parseXML(body, &in); err != nil {
 			return err
 		}
 		if acl, err = in.cannedOf(); err != nil {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/xml"
 	"errors"
-	"io"
 	"net"
 	"slices"
 	"strings"
@@ -51,7 +50,10 @@ func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
 	if !validBucketName(req.bucket) {
 		return apiErr("InvalidBucketName", "The specified bucket is not valid.")
 	}
-	body, err := io.ReadAll(io.LimitReader(g.bodyReader(c, req, -1), 64<<10))
+	// NB: the whole body is read (within xmlBody's limit): stopping
+	// short of its end would skip the x-amz-content-sha256 check, which
+	// runs at EOF.
+	body, err := g.xmlBody(c, req, false)
 	if err != nil {
 		return err
 	}

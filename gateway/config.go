@@ -54,7 +54,13 @@ type Config struct {
 	// or one key of a DeleteObjects request (up to 1000 keys, each with
 	// a manifest read and a tombstone write, would not fit in one).
 	OpTimeout time.Duration
-	Logger    *slog.Logger
+
+	// Limits of the S3 listener (the status page shares it). A client
+	// that breaks them gets an S3 error or loses its connection; the
+	// gateway keeps serving everyone else.
+	Limits Limits
+
+	Logger *slog.Logger
 	// Registerer takes the gateway's metrics; Gatherer serves /metrics.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
@@ -73,7 +79,69 @@ func DefaultConfig() Config {
 		ShardTimeout:   15 * time.Second,
 		BucketCacheTTL: 2 * time.Second,
 		OpTimeout:      30 * time.Second,
+		Limits:         DefaultLimits(),
 	}
+}
+
+// Limits bound what one client can hold of a gateway: connections, time
+// and header bytes. Bodies are bounded by the handlers (XML bodies are read
+// through a 2 MiB limit, objects are streamed).
+type Limits struct {
+	// ReadHeaderTimeout bounds reading a request's line and headers, and
+	// a body of up to 1 MiB, which is read with them. Headers trickled
+	// slower than this lose the connection. Default 30s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds each wait for more of a streamed request body:
+	// a client silent this long mid-body gets RequestTimeout, as from S3
+	// (which waits about 20 s). Default 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each wait to hand response bytes to a client:
+	// one that reads nothing this long loses the connection. Time the
+	// gateway spends fetching shards does not count. Default 60s.
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request. Default 60s.
+	IdleTimeout time.Duration
+	// MaxConns caps open connections; one over it is answered 503
+	// SlowDown and closed. Each holds up to MaxHeaderBytes of buffer, so
+	// the default 4096 keeps idle connections within about 100 MiB.
+	MaxConns int
+	// MaxConnsPerIP caps open connections from one client address, so
+	// one client cannot take every place. Default 1024; behind a load
+	// balancer (one address for everyone) raise it to MaxConns. 0: no cap.
+	MaxConnsPerIP int
+	// MaxHeaderBytes bounds a request's line and headers (S3 keys are at
+	// most 1 KiB, user metadata 2 KiB). Larger headers answer 400
+	// RequestHeaderSectionTooLarge. Default 16 KiB.
+	MaxHeaderBytes int
+}
+
+// DefaultLimits returns the default Limits.
+func DefaultLimits() Limits {
+	return Limits{
+		ReadHeaderTimeout: 30 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxConns:          4096,
+		MaxConnsPerIP:     1024,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
+// Validate checks l.
+func (l Limits) Validate() error {
+	switch {
+	case l.ReadHeaderTimeout <= 0 || l.ReadTimeout <= 0 || l.WriteTimeout <= 0 || l.IdleTimeout <= 0:
+		return fmt.Errorf("gateway: timeouts must be positive (read header %v, read %v, write %v, idle %v)", l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout, l.IdleTimeout)
+	case l.MaxConns <= 0:
+		return fmt.Errorf("gateway: max connections %d must be positive", l.MaxConns)
+	case l.MaxConnsPerIP < 0 || l.MaxConnsPerIP > l.MaxConns:
+		return fmt.Errorf("gateway: max connections per address %d outside 0..%d (max connections)", l.MaxConnsPerIP, l.MaxConns)
+	case l.MaxHeaderBytes < 4<<10 || l.MaxHeaderBytes > 1<<20:
+		return fmt.Errorf("gateway: max header bytes %d outside 4 KiB..1 MiB", l.MaxHeaderBytes)
+	}
+	return nil
 }
 
 // Validate checks the config.
@@ -107,5 +175,5 @@ func (c Config) Validate() error {
 	if c.InlineMax < 0 || c.InlineMax > 1<<20 {
 		return fmt.Errorf("gateway: inline max %d outside 0..1 MiB", c.InlineMax)
 	}
-	return nil
+	return c.Limits.Validate()
 }

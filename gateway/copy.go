@@ -37,6 +37,9 @@ func copySource(c *fiber.Ctx) (bucket, key string, err error) {
 	if !ok || bucket == "" || key == "" {
 		return "", "", apiErr("InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
 	}
+	if err := checkKey(key); err != nil {
+		return "", "", err
+	}
 	return bucket, key, nil
 }
 

@@ -11,8 +11,14 @@ import (
 const deleteParallelism = 16
 
 func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
+	// NB: S3 requires Content-MD5 or an x-amz-checksum-* on DeleteObjects:
+	// a corrupted key list would delete the wrong objects.
+	raw, err := g.xmlBody(c, req, true)
+	if err != nil {
+		return err
+	}
 	var body DeleteObjectsRequest
-	if err := DecodeXML(g.bodyReader(c, req, -1), &body); err != nil {
+	if err := parseXML(raw, &body); err != nil {
 		return err
 	}
 	if err := body.Validate(); err != nil {

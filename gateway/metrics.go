@@ -16,6 +16,8 @@ type metrics struct {
 	// degradedBytes are the shard bytes degraded stripe reads fetched, by
 	// method (stripe.MethodDecode, stripe.MethodMSR).
 	degradedBytes *prometheus.CounterVec
+	// panics counts requests whose handler panicked (answered 500).
+	panics prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,9 +36,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "regen_degraded_read_bytes_total",
 			Help: "Shard bytes fetched to read stripes whose needed shards were missing, slow or corrupt, by method: decode (k chunks) or msr (repair sub-chunks of the other shards).",
 		}, []string{"method"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_s3_handler_panics_total", Help: "S3 requests whose handler panicked; each was answered 500 InternalError and its stack logged."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.degraded, m.degradedBytes)
+		reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.degraded, m.degradedBytes, m.panics)
 	}
 	return m
 }

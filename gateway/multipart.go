@@ -180,8 +180,12 @@ func (g *Gateway) writePart(ctx context.Context, u *metadata.Upload, num int, bo
 }
 
 func (g *Gateway) completeMultipartUpload(c *fiber.Ctx, req *request) error {
+	raw, err := g.xmlBody(c, req, false)
+	if err != nil {
+		return err
+	}
 	var body CompleteMultipartUpload
-	if err := DecodeXML(g.bodyReader(c, req, -1), &body); err != nil {
+	if err := parseXML(raw, &body); err != nil {
 		return err
 	}
 	if err := body.Validate(); err != nil {

@@ -42,7 +42,10 @@ func (g *Gateway) opContext() (context.Context, context.CancelFunc) {
 func (g *Gateway) bodyReader(c *fiber.Ctx, req *request, size int64) io.Reader {
 	var raw io.Reader = c.Context().RequestBodyStream()
 	if raw == nil {
-		raw = bytes.NewReader(c.Body())
+		// NB: the raw body (at most the 1 MiB BodyLimit, already read),
+		// never c.Body(): fiber's Body decodes Content-Encoding without
+		// a limit.
+		raw = bytes.NewReader(c.Request().Body())
 	}
 	ph := req.auth.PayloadHash
 	switch {
@@ -343,7 +346,10 @@ func (g *Gateway) placeNew(key string, n int) []string {
 
 // abandon deletes the shard files a failed PUT left behind. It runs in the
 // background: the client's answer does not wait for cleanup, and the shard
-// servers' orphan sweep removes whatever this misses.
+// servers' orphan sweep removes whatever this misses. Every position is
+// deleted, not only those ok says were stored: a server may have
+// committed a shard whose answer the failed write never read (deleting
+// an absent shard succeeds).
 func (g *Gateway) abandon(m *metadata.Manifest, ok []bool) {
 	if len(m.Parts) == 0 || ok == nil {
 		return
@@ -353,9 +359,9 @@ func (g *Gateway) abandon(m *metadata.Manifest, ok []bool) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for i, good := range ok {
-			if good && targets[i].Addr != "" {
-				if err := g.layer.shards.DeleteShard(ctx, targets[i].Addr, fileID, i); err != nil {
+		for i := range ok {
+			if targets[i].Addr != "" {
+				if err := g.layer.shards.DeleteShard(ctx, targets[i].Addr, fileID, i); err != nil && ok[i] {
 					g.log.Warn("abandoned shard not deleted; orphan sweep will", "file", fileID, "shard", i, "err", err)
 				}
 			}
@@ -403,6 +409,8 @@ func bodyErr(err error) error {
 	switch {
 	case errors.As(err, &se):
 		return err
+	case isTimeout(err):
+		return ErrRequestTimeout.With("")
 	case errors.Is(err, stripe.ErrSize), errors.Is(err, io.ErrUnexpectedEOF):
 		return apiErr("IncompleteBody", "You did not provide the number of bytes specified by the Content-Length HTTP header.")
 	}

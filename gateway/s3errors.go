@@ -87,6 +87,8 @@ var (
 	ErrNotImplemented                    = reg("NotImplemented", 501, "A header you provided implies functionality that is not implemented.")
 	ErrNotModified                       = reg("NotModified", 304, "Not Modified")
 	ErrPreconditionFailed                = reg("PreconditionFailed", 412, "At least one of the preconditions you specified did not hold.")
+	ErrRequestHeaderSectionTooLarge      = reg("RequestHeaderSectionTooLarge", 400, "Your request header section exceeds the maximum allowed size.")
+	ErrRequestTimeout                    = reg("RequestTimeout", 400, "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.")
 	ErrRequestTimeTooSkewed              = reg("RequestTimeTooSkewed", 403, "The difference between the request time and the server's time is too large.")
 	ErrServiceUnavailable                = reg("ServiceUnavailable", 503, "Please reduce your request rate.")
 	ErrSignatureDoesNotMatch             = reg("SignatureDoesNotMatch", 403, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")

@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -18,6 +18,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/connguard"
 	"github.com/regen-s3/regen/internal/sigv4"
 	"github.com/regen-s3/regen/internal/stripe"
 )
@@ -62,6 +63,7 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		}
 		g.layer.maxN = max(g.layer.maxN, c.TotalShards())
 	}
+	lim := cfg.Limits
 	g.app = fiber.New(fiber.Config{
 		// Bodies larger than BodyLimit are streamed to the handler
 		// instead of being buffered: memory per PUT stays bounded.
@@ -72,10 +74,26 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		// and SigV4 signs the path exactly as sent.
 		UnescapePath:              false,
 		DisableKeepalive:          false,
-		ReadBufferSize:            16 << 10,
 		DisableDefaultContentType: true,
 		ErrorHandler:              g.fiberError,
+		// The read buffer bounds the request line and headers.
+		ReadBufferSize: lim.MaxHeaderBytes,
+		// fasthttp's ReadTimeout covers headers and a body up to
+		// BodyLimit; streamed bodies and responses are bounded per read
+		// and write by the connection guard (listen), since a whole-body
+		// deadline would cut off large transfers.
+		ReadTimeout: lim.ReadHeaderTimeout,
+		IdleTimeout: lim.IdleTimeout,
+		// The guard refuses connections over MaxConns with an S3 answer;
+		// fasthttp's own cap (a plain-text 503) stays above it.
+		Concurrency: lim.MaxConns + maxRefusing,
+		// multipart/form-data bodies would be parsed (and spilled to
+		// temporary files) before the handler runs; S3 has no use for it.
+		DisablePreParseMultipartForm: true,
 	})
+	srv := g.app.Server()
+	srv.SecureErrorLogMessage = true // never quote request bytes in errors
+	srv.Logger = fasthttpLogger{log: cfg.Logger}
 	g.app.Use(g.serve)
 	return g, nil
 }
@@ -89,10 +107,19 @@ func (g *Gateway) codeNames() []string {
 	return names
 }
 
-// Listen serves S3 on ln until ctx ends, then shuts down gracefully.
+// maxRefusing is headroom above MaxConns for connections fasthttp may
+// still hold while the guard counts them closed.
+const maxRefusing = 64
+
+// Serve serves S3 on ln until ctx ends, then shuts down gracefully. ln is
+// wrapped in the connection guard of Config.Limits.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	gl, err := g.listen(ln)
+	if err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- g.app.Listener(ln) }()
+	go func() { errc <- g.app.Listener(gl) }()
 	select {
 	case err := <-errc:
 		return err
@@ -128,6 +155,9 @@ func newRequestID() string {
 // serve is the one entry point: it authenticates, routes on method, bucket,
 // key and query, and renders errors as S3 XML.
 func (g *Gateway) serve(c *fiber.Ctx) error {
+	// The headers are in: from here the connection guard bounds each
+	// wait for body bytes (Limits.ReadTimeout).
+	connguard.StartBodyOf(c.Context().Conn())
 	req := &request{id: newRequestID(), method: c.Method(), start: time.Now()}
 	// Header names go out as written: S3 returns user metadata names as
 	// stored (lower case), and SDKs compare them case-sensitively.
@@ -135,11 +165,17 @@ func (g *Gateway) serve(c *fiber.Ctx) error {
 	c.Set("x-amz-request-id", req.id)
 	c.Set("Server", "regen")
 	op := "unknown"
-	err := g.route(c, req, &op)
-	if err != nil {
-		g.writeError(c, req, err)
-	}
-	g.corsResponse(c, req)
+	func() {
+		defer g.recoverRequest(c, req, &op)
+		err := checkFraming(c)
+		if err == nil {
+			err = g.route(c, req, &op)
+		}
+		if err != nil {
+			g.writeError(c, req, err)
+		}
+		g.corsResponse(c, req)
+	}()
 	status, took := c.Response().StatusCode(), time.Since(req.start)
 	g.metrics.observe(op, status, took)
 	g.logAccess(c, req, op, status, took)
@@ -190,6 +226,14 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 		req.auth = &sigv4.Result{PayloadHash: sigv4.UnsignedPayload}
 	}
 	if err := g.authorize(c, req); err != nil {
+		return err
+	}
+	if key != "" {
+		if err := checkKey(key); err != nil {
+			return err
+		}
+	}
+	if err := checkListParams(req); err != nil {
 		return err
 	}
 
@@ -383,6 +427,9 @@ func writableAsAsked(c *fiber.Ctx, method string) error {
 	if _, err := requestACL(c); err != nil {
 		return err
 	}
+	if err := checkChecksumHeaders(c); err != nil {
+		return err
+	}
 	if c.Get("x-amz-object-lock-mode") != "" || c.Get("x-amz-object-lock-retain-until-date") != "" || c.Get("x-amz-object-lock-legal-hold") != "" {
 		return apiErr("NotImplemented", "regen has no object lock (x-amz-object-lock-*)")
 	}
@@ -479,23 +526,6 @@ func splitPath(raw string) (string, string, error) {
 		return "", "", apiErr("InvalidURI", "cannot unescape object key")
 	}
 	return bucket, key, nil
-}
-
-// fiberError renders errors fiber raises before our handler runs (bad
-// requests, body too large).
-func (g *Gateway) fiberError(c *fiber.Ctx, err error) error {
-	var fe *fiber.Error
-	code := "InternalError"
-	if errors.As(err, &fe) {
-		switch fe.Code {
-		case fiber.StatusRequestEntityTooLarge:
-			code = "EntityTooLarge"
-		case fiber.StatusBadRequest:
-			code = "InvalidRequest"
-		}
-	}
-	g.writeError(c, &request{id: newRequestID()}, apiErr(code, err.Error()))
-	return nil
 }
 
 // codeFor picks the code of a new object: the storage class's, else the

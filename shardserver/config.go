@@ -21,7 +21,8 @@ type Config struct {
 	// DataDir holds everything the server owns: node-id, meta/ (pebble)
 	// and shards/. Required.
 	DataDir string
-	// Secret is the cluster secret every request must carry. Required.
+	// Secret is the cluster secret: requests must be signed with the key
+	// derived from it, and this server signs its own with it. Required.
 	Secret string
 	// NodeID is this server's stable ID; get it from LoadOrCreateNodeID.
 	// Required.
@@ -88,6 +89,10 @@ type Config struct {
 	// shardrpc.NewRepairHTTPClient; cmd passes one whose dialer is
 	// rate-limited (--net-limit).
 	RepairHTTP *http.Client
+	// PeerHTTP carries this server's other calls to peers (confirm jobs).
+	// Nil: shardrpc.NewHTTPClient(); cmd passes one with TLS when shard
+	// traffic is encrypted (shardrpc.WithTLS), as it does RepairHTTP.
+	PeerHTTP *http.Client
 	// FS is the file system shard files live on. Nil means the OS's; tests
 	// inject faults here. (The pebble DB always uses the OS's.)
 	FS FS
@@ -165,7 +170,7 @@ func LoadOrCreateNodeID(dataDir string) (string, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("shardserver: read node ID: %w", err)
 	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", fmt.Errorf("shardserver: create data dir: %w", err)
 	}
 	var b [8]byte

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,7 @@ func TestCutShortPutNeverVisible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\n%s: %s\r\n%s", shardrpc.ShardPath(id, 0), shardrpc.HeaderSecret, testSecret, head)
+		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\n%s: %s\r\n%s", shardrpc.ShardPath(id, 0), shardrpc.HeaderAuth, streamAuth(t, "x", shardrpc.ShardPath(id, 0)), head)
 		conn.Close()
 		e.waitRequests(t, "put_shard", uint64(i+1))
 		e.assertInvisible(t, id)
@@ -177,3 +178,27 @@ func TestRestartKeepsShardsAndManifests(t *testing.T) {
 		t.Fatalf("manifest after restart: %+v %v", got, err)
 	}
 }
+
+// streamAuth returns the signature header value of a PUT of a streamed
+// body to host and path, for requests written by hand on a connection:
+// the request is signed by the real transport and captured before it is
+// sent.
+func streamAuth(t *testing.T, host, path string) string {
+	t.Helper()
+	var got string
+	rt := shardrpc.NewAuthTransport(testSecret, roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = r.Header.Get(shardrpc.HeaderAuth)
+		return nil, errors.New("captured, not sent")
+	}))
+	req, _ := http.NewRequest(http.MethodPut, "http://"+host+path, io.NopCloser(strings.NewReader("")))
+	req.ContentLength = -1
+	rt.RoundTrip(req)
+	if got == "" {
+		t.Fatal("no signature captured")
+	}
+	return got
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

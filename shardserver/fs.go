@@ -44,7 +44,7 @@ var _ FS = OSFS{}
 // Create creates the named file for reading and writing; it fails if the
 // file exists.
 func (OSFS) Create(name string) (File, error) {
-	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 }
 
 // Open opens the named file for reading.
@@ -57,7 +57,7 @@ func (OSFS) Rename(oldname, newname string) error { return os.Rename(oldname, ne
 func (OSFS) Remove(name string) error { return os.Remove(name) }
 
 // MkdirAll creates a directory and any missing parents.
-func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o700) }
 
 // ReadDir lists a directory, sorted by name.
 func (OSFS) ReadDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }

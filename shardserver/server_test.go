@@ -276,8 +276,7 @@ func TestBadShardNamesAre400(t *testing.T) {
 		"/v1/shards/" + strings.Repeat("a", 129) + "/0",
 	} {
 		req, _ := http.NewRequest(http.MethodPut, e.url+p, strings.NewReader("data"))
-		req.Header.Set(shardrpc.HeaderSecret, testSecret)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := signedHTTP().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,8 +301,7 @@ func TestBadShardNamesAre400(t *testing.T) {
 func TestUnknownRouteIsNotNotFound(t *testing.T) {
 	e := newEnv(t, nil)
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/v2/whatever", nil)
-	req.Header.Set(shardrpc.HeaderSecret, testSecret)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := signedHTTP().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,4 +376,10 @@ func dtoOf(m prometheus.Metric) *dto.Metric {
 		panic(err)
 	}
 	return &d
+}
+
+// signedHTTP is a plain HTTP client whose requests are signed with the
+// test secret, for requests the shardrpc.Client cannot make.
+func signedHTTP() *http.Client {
+	return &http.Client{Transport: shardrpc.NewAuthTransport(testSecret, nil)}
 }

@@ -23,10 +23,11 @@ var allowedImports = map[string][]string{
 	"internal/multiraft": {},
 	"internal/s3bench":   {},
 	"internal/s3policy":  {},
+	"internal/connguard": {},
 	"internal/shardrpc":  {"metadata"},
 	"internal/stripe":    {"codec", "metadata", "internal/shardrpc"},
-	"shardserver":        {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe"},
-	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4", "internal/s3policy"},
+	"shardserver":        {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/connguard"},
+	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4", "internal/s3policy", "internal/connguard"},
 	"repair":             {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe"},
 }
 

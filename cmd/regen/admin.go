@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -280,6 +281,8 @@ func runHealth(ctx context.Context, args []string, stdout io.Writer) error {
 	var addr, path string
 	o.String(&addr, "addr", "REGEN_HEALTH_ADDR", "127.0.0.1:9000", "host:port of the server to probe")
 	o.String(&path, "path", "", "/healthz", "path to probe (/healthz or /readyz)")
+	var https bool
+	o.Bool(&https, "https", "REGEN_HEALTH_HTTPS", false, "probe over HTTPS, for a server with --tls-cert or --shard-tls-cert; its certificate is not checked, since the probe sends nothing and reads only a status")
 	err := o.Parse(args, func() error {
 		if err := checkHostPort("addr", addr); err != nil {
 			return err
@@ -294,11 +297,16 @@ func runHealth(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	scheme, client := "http://", http.DefaultClient
+	if https {
+		scheme = "https://"
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+path, nil)
 	if err != nil {
 		return usageErrorf("--addr %q: %v", addr, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

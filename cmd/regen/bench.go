@@ -195,7 +195,7 @@ func startBenchCluster(ctx context.Context, dir string, n int, secret, limit str
 	bc := &benchCluster{sup: &devSupervisor{ctx: ctx, self: self, stdout: os.Stderr, env: append(os.Environ(), "REGEN_CLUSTER_SECRET="+secret)}}
 	for i := range n {
 		d := filepath.Join(dir, fmt.Sprintf("shard-%02d", i))
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return bc, err
 		}
 		id, err := shardserver.LoadOrCreateNodeID(d)

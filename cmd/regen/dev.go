@@ -90,12 +90,15 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		rand.Read(b[:])
 		gf.secret = hex.EncodeToString(b[:])
 	}
+	if err := checkClusterSecret(gf.secret); err != nil {
+		return o.explain(err)
+	}
 	log, err := newLogger(gf.logFormat, gf.logLevel)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	if err := privateDir(data); err != nil {
+		return err
 	}
 	cfg, err := gf.config()
 	if err != nil {
@@ -108,7 +111,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		ln.Close()
 	}
 	pickGossip := !o.Given("gossip")
-	gwLog, err := os.OpenFile(filepath.Join(data, "gateway.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	gwLog, err := os.OpenFile(filepath.Join(data, "gateway.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -136,7 +139,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	defer sup.stopAll()
 	for i := range shards {
 		dir := filepath.Join(data, fmt.Sprintf("shard-%02d", i+1))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 		id, err := shardserver.LoadOrCreateNodeID(dir)
@@ -154,6 +157,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			args = append(args, "--pprof", a)
 		}
+		args = append(args, gf.shardTLS.args()...)
 		if err := sup.start(DevProcess{ID: id, Data: dir}, args); err != nil {
 			return fmt.Errorf("start shard server %d: %w", i+1, err)
 		}

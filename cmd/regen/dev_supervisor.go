@@ -65,7 +65,7 @@ func (s *devSupervisor) launch(c *devChild, args []string) error {
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("no free loopback port")
 	}
-	logf, err := os.OpenFile(filepath.Join(c.info.Data, "shard.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(filepath.Join(c.info.Data, "shard.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}

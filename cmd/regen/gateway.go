@@ -43,9 +43,19 @@ type gatewayFlags struct {
 	classes                 listFlag
 	chunk, writeMemory      int64
 	logOptions
-	tlsCert, tlsKey string
-	domain          string
-	opTimeout       time.Duration
+	tlsCert, tlsKey   string
+	domain            string
+	opTimeout         time.Duration
+	allowDefaultCreds bool
+	limits            limitFlags
+	shardTLS          shardTLSFlags
+}
+
+// gatewayLimitDefaults are the S3 listener's defaults (gateway.Limits).
+func gatewayLimitDefaults() limitFlags {
+	d := gateway.DefaultLimits()
+	return limitFlags{readHeader: d.ReadHeaderTimeout, read: d.ReadTimeout, write: d.WriteTimeout, idle: d.IdleTimeout,
+		maxConns: d.MaxConns, maxConnsPerIP: d.MaxConnsPerIP, maxHeader: int64(d.MaxHeaderBytes)}
 }
 
 // register declares the gateway options; dev changes the defaults of the
@@ -85,6 +95,12 @@ func (f *gatewayFlags) register(o *optionSet, dev bool) {
 	o.String(&f.tlsKey, "tls-key", "REGEN_TLS_KEY", "", "PEM private key of --tls-cert")
 	o.String(&f.domain, "domain", "REGEN_DOMAIN", "", "domain for virtual-hosted-style requests (BUCKET.DOMAIN); empty: path style only")
 	o.Duration(&f.opTimeout, "op-timeout", "REGEN_OP_TIMEOUT", def.OpTimeout, "time limit of one request's metadata work, per key in DeleteObjects")
+	allow := o.Bool(&f.allowDefaultCreds, "allow-default-credentials", "REGEN_ALLOW_DEFAULT_CREDENTIALS", dev, "start even with the built-in default access key ("+defaultAccessKey+"): only for a throwaway cluster no one else can reach")
+	if dev {
+		allow.usage = "keep the built-in default access key when none is given (a dev cluster is a throwaway one; it prints them)"
+	}
+	f.limits.register(o, gatewayLimitDefaults())
+	f.shardTLS.register(o)
 }
 
 // Validate checks the gateway options (the cluster secret is checked by
@@ -133,7 +149,10 @@ func (f *gatewayFlags) Validate() error {
 	if f.secretKey == "" {
 		return badOption("secret-key", "must not be empty")
 	}
-	return nil
+	if err := f.limits.Validate(); err != nil {
+		return err
+	}
+	return f.shardTLS.Validate()
 }
 
 // scheme is the S3 endpoint's URL scheme.
@@ -178,6 +197,13 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 	}
 	cfg.ChunkSize, cfg.WriteMemory = f.chunk, f.writeMemory
 	cfg.OpTimeout = f.opTimeout
+	if err := checkCredentials(cfg.Credentials, f.allowDefaultCreds); err != nil {
+		return cfg, usageError{err}
+	}
+	cfg.Limits = gateway.Limits{
+		ReadHeaderTimeout: f.limits.readHeader, ReadTimeout: f.limits.read, WriteTimeout: f.limits.write, IdleTimeout: f.limits.idle,
+		MaxConns: f.limits.maxConns, MaxConnsPerIP: f.limits.maxConnsPerIP, MaxHeaderBytes: int(f.limits.maxHeader),
+	}
 	var b [6]byte
 	rand.Read(b[:])
 	cfg.NodeID = "gw-" + hex.EncodeToString(b[:])
@@ -213,8 +239,11 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	var f gatewayFlags
 	f.register(o, false)
 	err := o.Parse(args, func() error {
-		if f.secret == "" {
-			return badOption("secret", "required: the cluster secret shared by all nodes")
+		if err := checkClusterSecret(f.secret); err != nil {
+			return err
+		}
+		if err := checkCredentials(map[string]string{f.accessKey: f.secretKey}, f.allowDefaultCreds); err != nil {
+			return err
 		}
 		return f.Validate()
 	})
@@ -292,7 +321,13 @@ func startGateway(ctx context.Context, cfg gateway.Config, f *gatewayFlags) (*ru
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), node.Collector())
 	cfg.Registerer, cfg.Gatherer = reg, reg
-	g, err := gateway.New(cfg, shardrpc.New(f.secret, nil), node)
+	shardTLS, err := f.shardTLS.clientConfig()
+	if err != nil {
+		ln.Close()
+		node.Shutdown()
+		return nil, err
+	}
+	g, err := gateway.New(cfg, shardrpc.New(f.secret, shardrpc.WithTLS(nil, shardTLS)), node)
 	if err != nil {
 		ln.Close()
 		node.Shutdown()

@@ -70,6 +70,7 @@ func main() {
 		usage(os.Stderr)
 		os.Exit(2)
 	}
+	privateFiles()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, os.Args[2:], os.Stdout); err != nil {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -69,7 +69,7 @@ func (f *repairFlags) Validate() error {
 	return nil
 }
 
-func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheus.Registerer, srv *shardserver.Server, node *cluster.Node, secret string) (*repair.Worker, error) {
+func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheus.Registerer, srv *shardserver.Server, node *cluster.Node, secret string, shardTLS *tls.Config) (*repair.Worker, error) {
 	cfg := repair.DefaultConfig()
 	cfg.NodeID, cfg.Logger = id, log.With("component", "repair")
 	cfg.Grace, cfg.ScanInterval, cfg.SyncInterval, cfg.Workers = f.grace, f.scan, f.sync, f.workers
@@ -90,20 +90,9 @@ func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheu
 	}
 	// The executor's control requests answer only when a whole stripe
 	// group is rebuilt, so they use the client without a response timeout.
-	exec := repair.NewExecutor(shardrpc.New(secret, shardrpc.NewRepairHTTPClient(nil)), cfg.Logger)
-	return repair.New(cfg, srv.Store(), node, shardrpc.New(secret, nil), repair.Options{Metrics: reg, Executor: exec,
+	exec := repair.NewExecutor(shardrpc.New(secret, shardrpc.WithTLS(shardrpc.NewRepairHTTPClient(nil), shardTLS)), cfg.Logger)
+	return repair.New(cfg, srv.Store(), node, shardrpc.New(secret, shardrpc.WithTLS(nil, shardTLS)), repair.Options{Metrics: reg, Executor: exec,
 		CalibratePath: true, CalibrateDir: dataDir, DataPathBytes: srv.DataPathBytes, WrittenBytes: srv.WrittenBytes})
-}
-
-// requireSecret guards h with the cluster secret, like the shard API.
-func requireSecret(secret string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !shardrpc.CheckSecret(r, secret) {
-			shardrpc.WriteError(w, http.StatusUnauthorized, shardrpc.CodeUnauthorized, "missing or wrong cluster secret")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // args passes the flags on to a child shard server.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/hkdf"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -179,8 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if mc.AdvertisePort == 0 {
 		mc.AdvertisePort = cfg.BindPort
 	}
-	key := sha256.Sum256([]byte("regen-gossip:" + cfg.Secret))
-	mc.SecretKey = key[:]
+	mc.SecretKey = gossipKey(cfg.Secret)
 	// A restarted server keeps its ID but may get a new address; let it
 	// reclaim its name quickly instead of being refused as a conflict.
 	mc.DeadNodeReclaimTime = time.Second
@@ -368,3 +368,15 @@ func trimNL(p []byte) []byte {
 }
 
 var _ io.Writer = (*slogWriter)(nil)
+
+// gossipKey derives the gossip encryption key (AES-256) from the cluster
+// secret with HKDF under its own label. Shard RPCs sign with a key
+// derived under another label (internal/shardrpc), so knowing one key
+// gives nothing of the other, and neither gives the secret.
+func gossipKey(secret string) []byte {
+	k, err := hkdf.Key(sha256.New, []byte(secret), nil, "regen gossip v1", 32)
+	if err != nil {
+		panic("cluster: hkdf: " + err.Error()) // only for impossible lengths
+	}
+	return k
+}

@@ -16,21 +16,25 @@ import (
 )
 
 // Client calls shard servers. It is safe for concurrent use; share one.
+// Make it with New: the signing of requests lives in its HTTP client's
+// transport.
 type Client struct {
-	// HTTP carries the requests. It must not have a whole-request
-	// Timeout: shard streams are long. Bound calls with their ctx instead.
+	// HTTP carries the requests, signing each (NewAuthTransport). It must
+	// not have a whole-request Timeout: shard streams are long. Bound
+	// calls with their ctx instead.
 	HTTP *http.Client
-	// Secret is the cluster secret sent with every request.
-	Secret string
 }
 
-// New returns a client for the cluster secret. A nil httpClient means
-// NewHTTPClient().
+// New returns a client that signs its requests with the key derived from
+// the cluster secret. A nil httpClient means NewHTTPClient(); for TLS pass
+// WithTLS(httpClient, config). httpClient itself is not changed.
 func New(secret string, httpClient *http.Client) *Client {
 	if httpClient == nil {
 		httpClient = NewHTTPClient()
 	}
-	return &Client{HTTP: httpClient, Secret: secret}
+	hc := *httpClient
+	hc.Transport = NewAuthTransport(secret, hc.Transport)
+	return &Client{HTTP: &hc}
 }
 
 // NewHTTPClient returns an HTTP client tuned for shard traffic: many
@@ -260,11 +264,9 @@ func (c *Client) call(ctx context.Context, addr, op, method, path string, q url.
 	return nil
 }
 
-// do sends a request and returns a 2xx response; any other outcome is a
-// *NodeError.
-// send builds and sends one request to a shard server: the cluster secret,
-// extra headers h, and a Content-Type when ct is set. Transport errors come
-// back as *NodeError; the caller reads the status.
+// send builds and sends one request to a shard server (signed by the
+// client's transport): extra headers h, and a Content-Type when ct is set.
+// Transport errors come back as *NodeError; the caller reads the status.
 func (c *Client) send(ctx context.Context, addr, op, method, path string, q url.Values, h http.Header, ct string, body io.Reader) (*http.Response, error) {
 	u := url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: q.Encode()}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
@@ -274,7 +276,6 @@ func (c *Client) send(ctx context.Context, addr, op, method, path string, q url.
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	req.Header.Set(HeaderSecret, c.Secret)
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}
@@ -285,6 +286,8 @@ func (c *Client) send(ctx context.Context, addr, op, method, path string, q url.
 	return resp, nil
 }
 
+// do sends a request and returns a 2xx response; any other outcome is a
+// *NodeError.
 func (c *Client) do(ctx context.Context, addr, op, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
 	ct := ""
 	if body != nil {

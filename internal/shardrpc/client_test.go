@@ -13,16 +13,11 @@ import (
 	"github.com/regen-s3/regen/metadata"
 )
 
-// fake serves h behind the secret check and returns a client and address.
+// fake serves h behind the signature check and returns a client and
+// address.
 func fake(t *testing.T, h http.HandlerFunc) (*Client, string) {
 	t.Helper()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !CheckSecret(r, "sec") {
-			WriteError(w, http.StatusUnauthorized, CodeUnauthorized, "no")
-			return
-		}
-		h(w, r)
-	}))
+	ts := httptest.NewServer(AuthMiddleware("sec", h))
 	t.Cleanup(ts.Close)
 	return New("sec", nil), strings.TrimPrefix(ts.URL, "http://")
 }

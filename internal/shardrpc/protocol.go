@@ -1,8 +1,6 @@
 package shardrpc
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +17,7 @@ const (
 	PathList      = "/v1/list"
 	PathBuckets   = "/v1/buckets"
 	PathStats     = "/v1/stats"
-	// PathHealth and PathReady need no secret, so load balancers and
+	// PathHealth and PathReady need no signature, so load balancers and
 	// orchestrators can probe them.
 	PathHealth = "/healthz"
 	PathReady  = "/readyz"
@@ -27,7 +25,6 @@ const (
 
 // Headers and trailers.
 const (
-	HeaderSecret = "X-Regen-Secret"
 	// HeaderCode repeats an error response's code, for HEAD responses.
 	HeaderCode = "X-Regen-Code"
 	// HeaderLength is the number of data bytes a shard GET will stream.
@@ -62,6 +59,9 @@ const (
 	CodeBadRequest   = "BadRequest"
 	CodeNoRoute      = "NoRoute"
 	CodeInternal     = "Internal"
+	// CodeUnavailable: the server cannot take the request now (a limit);
+	// retry later.
+	CodeUnavailable = "Unavailable"
 )
 
 // Sentinel errors. Client methods return them wrapped in *NodeError.
@@ -70,7 +70,8 @@ var (
 	ErrNotFound = errors.New("shardrpc: not found")
 	// ErrCorrupt: the shard data failed its checksum on the node.
 	ErrCorrupt = errors.New("shardrpc: shard corrupt")
-	// ErrUnauthorized: the node rejected the cluster secret.
+	// ErrUnauthorized: the node refused the request's signature (wrong
+	// cluster secret, clock off by more than the window, or a replay).
 	ErrUnauthorized = errors.New("shardrpc: unauthorized")
 	// ErrBadRequest: the node rejected the request as malformed (bad shard
 	// name, invalid manifest, range outside the shard, ...).
@@ -163,15 +164,6 @@ func ParseShardIdx(fileID, s string) (int, error) {
 // ShardPath is the URL path of shard idx of fileID.
 func ShardPath(fileID string, idx int) string {
 	return PathShards + fileID + "/" + strconv.Itoa(idx)
-}
-
-// CheckSecret reports whether r carries the cluster secret. The comparison
-// is constant-time over SHA-256 digests, so neither content nor length of
-// the secret leaks through timing.
-func CheckSecret(r *http.Request, secret string) bool {
-	got := sha256.Sum256([]byte(r.Header.Get(HeaderSecret)))
-	want := sha256.Sum256([]byte(secret))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // WriteJSON writes v as a JSON response with the given status.

@@ -90,6 +90,14 @@ func (v *Verifier) Verify(r *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// NB: the headers the signature's meaning rests on, once each: a
+	// second value would be signed (joined) but not used, or used but not
+	// signed.
+	for _, h := range []string{"Authorization", "X-Amz-Date", "X-Amz-Content-Sha256", "Date"} {
+		if len(r.Header.Values(h)) > 1 {
+			return nil, newError(CodeInvalidArgument, "The %s header appears more than once.", h)
+		}
+	}
 	auth := r.Header.Get("Authorization")
 	queryV4 := hasParam(params, "X-Amz-Algorithm") || hasParam(params, "X-Amz-Signature") || hasParam(params, "X-Amz-Credential")
 	queryV2 := hasParam(params, "AWSAccessKeyId") && hasParam(params, "Signature")
@@ -120,6 +128,20 @@ func hasParam(params []queryParam, key string) bool {
 		}
 	}
 	return false
+}
+
+// presignParams are the query parameters of a presigned URL's signature.
+var presignParams = []string{"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
+	"X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
+
+func countParam(params []queryParam, key string) int {
+	n := 0
+	for _, p := range params {
+		if p.key == key {
+			n++
+		}
+	}
+	return n
 }
 
 func param(params []queryParam, key string) (string, bool) {
@@ -153,11 +175,16 @@ func (v *Verifier) parseHeaderAuth(r *Request, auth string) (*authInfo, error) {
 	}
 	info := &authInfo{badCode: CodeAuthorizationHeaderMalformed}
 	var cred, signed, sig string
+	seen := map[string]bool{}
 	for part := range strings.SplitSeq(rest, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
 			return nil, newError(info.badCode, "The authorization header is malformed; the authorization component %q is malformed.", strings.TrimSpace(part))
 		}
+		if seen[k] {
+			return nil, newError(info.badCode, "The authorization header is malformed; the authorization component %q appears more than once.", k)
+		}
+		seen[k] = true
 		switch k {
 		case "Credential":
 			cred = val
@@ -212,6 +239,13 @@ func (v *Verifier) parseHeaderAuth(r *Request, auth string) (*authInfo, error) {
 // enforces its validity window.
 func (v *Verifier) parseQueryAuth(r *Request, params []queryParam) (*authInfo, error) {
 	info := &authInfo{badCode: CodeAuthorizationQueryParametersError, presigned: true}
+	// NB: each signing parameter once: with two X-Amz-Signature values,
+	// which one was checked and which one a proxy or log saw would differ.
+	for _, k := range presignParams {
+		if countParam(params, k) > 1 {
+			return nil, newError(info.badCode, "The %s parameter appears more than once.", k)
+		}
+	}
 	algo, _ := param(params, "X-Amz-Algorithm")
 	cred, okC := param(params, "X-Amz-Credential")
 	date, okD := param(params, "X-Amz-Date")

@@ -182,15 +182,19 @@ func Write(ctx context.Context, shards Shards, p WriteParams, r io.Reader) (*Wri
 	}()
 
 	size, readErr := w.produce(ctx, r, hashed)
+	if readErr != nil {
+		// Abort every shard stream so servers discard their temp files.
+		// NB: before the senders' inputs close: a sender that saw its
+		// input end with no cause would end its stream cleanly, and the
+		// server would commit a shard of a write that failed (an orphan
+		// the gateway believes was never stored).
+		cancel(readErr)
+	}
 	close(hashed)
 	for _, s := range w.senders {
 		close(s.in)
 	}
 	<-hashDone
-	if readErr != nil {
-		// Abort every shard stream so servers discard their temp files.
-		cancel(readErr)
-	}
 	res := &WriteResult{Size: size, ShardCRC: make([]uint32, n), OK: make([]bool, n)}
 	var errs []error
 	for i, s := range w.senders {

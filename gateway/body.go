@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Request bodies the gateway reads whole (the XML documents of PUT ?acl,
+// CreateBucket, DeleteObjects and CompleteMultipartUpload) all go through
+// xmlBody: at most maxRequestXML bytes are read, whatever the client
+// declares, and never more are buffered. Content-Encoding is not decoded
+// (S3 takes request bodies as sent; a gzip body is malformed XML, never a
+// decompression bomb), and fiber's Ctx.Body, which decodes it without a
+// limit, is never called. Objects stream (bodyReader).
+
+// xmlBody reads a request's XML body whole (at most maxRequestXML bytes),
+// decoded from aws-chunked and checked against x-amz-content-sha256, then
+// against Content-MD5 and x-amz-checksum-* when the client sent them.
+// needDigest demands one of those, as S3 does for DeleteObjects. An empty
+// body is returned as nil.
+func (g *Gateway) xmlBody(c *fiber.Ctx, req *request, needDigest bool) ([]byte, error) {
+	wantMD5, err := contentMD5(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkChecksumHeaders(c); err != nil {
+		return nil, err
+	}
+	algo, _, _, err := requestedChecksum(c)
+	if err != nil {
+		return nil, err
+	}
+	if needDigest && wantMD5 == nil && algo == "" {
+		return nil, ErrInvalidRequest.With("Missing required header for this request: Content-MD5")
+	}
+	var sums map[string]string
+	body, err := g.checkedBody(c, req, -1, &sums)
+	if err != nil {
+		return nil, err
+	}
+	// NB: reading to EOF (within the limit) is what runs the
+	// x-amz-content-sha256 and checksum checks.
+	b, err := io.ReadAll(io.LimitReader(body, maxRequestXML+1))
+	if err != nil {
+		return nil, bodyErr(err)
+	}
+	if len(b) > maxRequestXML {
+		return nil, ErrMalformedXML.With("The XML you provided was larger than the maximum allowed size.")
+	}
+	if wantMD5 != nil {
+		if sum := md5.Sum(b); !bytes.Equal(sum[:], wantMD5) {
+			return nil, ErrBadDigest.With("The Content-MD5 you specified did not match what we received.")
+		}
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// parseXML parses a request document read by xmlBody. Any failure is
+// MalformedXML, which is what S3 answers; an empty body is
+// MissingRequestBodyError.
+func parseXML(b []byte, v any) error {
+	if len(b) == 0 {
+		return ErrMissingRequestBodyError.With("")
+	}
+	if err := xml.Unmarshal(b, v); err != nil {
+		return ErrMalformedXML.With("")
+	}
+	return nil
+}
+
+// knownChecksumHeaders are the x-amz-checksum-* headers that name no
+// algorithm: they say which to use or how, not a value.
+var knownChecksumHeaders = []string{"x-amz-checksum-algorithm", "x-amz-checksum-mode", "x-amz-checksum-type"}
+
+// checkChecksumHeaders refuses a request that asks for a checksum regen
+// does not compute: an unknown algorithm in x-amz-checksum-algorithm
+// (or the SDKs' x-amz-sdk-checksum-algorithm), or a value header for one.
+// Storing it would leave the client believing its data was checked.
+func checkChecksumHeaders(c *fiber.Ctx) error {
+	for _, h := range []string{"x-amz-checksum-algorithm", "x-amz-sdk-checksum-algorithm"} {
+		if v := c.Get(h); v != "" {
+			if _, ok := checksumAlgos[strings.ToUpper(v)]; !ok {
+				return ErrInvalidRequest.With("Value for " + h + " header is invalid.")
+			}
+		}
+	}
+	var bad string
+	c.Request().Header.VisitAll(func(k, _ []byte) {
+		name := strings.ToLower(string(k))
+		algo, ok := strings.CutPrefix(name, "x-amz-checksum-")
+		if !ok || bad != "" {
+			return
+		}
+		for _, known := range knownChecksumHeaders {
+			if name == known {
+				return
+			}
+		}
+		if _, ok := checksumAlgos[strings.ToUpper(algo)]; !ok {
+			bad = name
+		}
+	})
+	if bad != "" {
+		return ErrInvalidRequest.With("The checksum header " + bad + " names an algorithm regen does not support (CRC32, CRC32C, CRC64NVME, SHA1, SHA256).")
+	}
+	return nil
+}
+
+// isTimeout reports whether a body read failed because the client went
+// silent past the guard's read deadline (Limits.ReadTimeout). Shard
+// timeouts are context deadlines or dial timeouts, never this.
+func isTimeout(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}

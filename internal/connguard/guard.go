@@ -1,0 +1,441 @@
+package connguard
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Config configures a guarded listener. The zero value guards nothing but
+// the accept loop (which survives running out of descriptors either way).
+type Config struct {
+	// MaxConns caps the connections open at once; 0: no cap.
+	MaxConns int
+	// MaxConnsPerIP caps the connections open at once from one client IP
+	// address; 0: no cap. Clients behind one NAT or load balancer share
+	// an address, so raise it (or set 0) behind one.
+	MaxConnsPerIP int
+	// ReadIdle bounds how long one Read may wait for data once the server
+	// has called StartBody; 0: no bound.
+	ReadIdle time.Duration
+	// WriteIdle bounds how long one Write may wait; 0: no bound.
+	WriteIdle time.Duration
+	// Refusal is written to a connection refused for a cap or while the
+	// process is out of descriptors: a complete HTTP response (with
+	// "Connection: close"). Nil: the connection is closed without a word.
+	Refusal []byte
+	// Logger receives warnings, at most one per kind every 10 s; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxConns < 0 || c.MaxConnsPerIP < 0:
+		return fmt.Errorf("connguard: negative connection cap (%d overall, %d per address)", c.MaxConns, c.MaxConnsPerIP)
+	case c.ReadIdle < 0 || c.WriteIdle < 0:
+		return fmt.Errorf("connguard: negative idle timeout (read %v, write %v)", c.ReadIdle, c.WriteIdle)
+	}
+	return nil
+}
+
+// Refusal timing: a refused client gets refuseTimeout to take the answer;
+// at most maxRefusing refusals run at once (beyond that a refused
+// connection is closed at once, so refusals never pile up descriptors).
+const (
+	refuseTimeout = 2 * time.Second
+	maxRefusing   = 64
+	maxBackoff    = time.Second
+	warnEvery     = 10 * time.Second
+	// reclaimIdle: while out of descriptors, a connection that is not in
+	// a request body and has moved no byte for this long is closed (a
+	// flood of silent connections, or idle keep-alives), so that new
+	// clients get descriptors again.
+	reclaimIdle = time.Second
+)
+
+// Listener is a guarded net.Listener (see the package doc). Its Accept
+// returns *Conn values (or, over TLS, values that also expose the TLS
+// connection state, as *tls.Conn does).
+type Listener struct {
+	net.Listener
+	cfg Config
+	log *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		open    int
+		perIP   map[netip.Addr]int
+		conns   map[*Conn]struct{} // the open ones, for reclaim
+		reserve *os.File           // held so that a refusal can be answered at EMFILE
+	}
+	refusing  chan struct{}
+	refused   atomic.Int64
+	fdShort   atomic.Int64
+	reclaimed atomic.Int64
+	warned    sync.Map // kind -> *atomic.Int64 (unix nanos of the last warning)
+}
+
+// Listen guards ln. Closing the Listener closes ln.
+func Listen(ln net.Listener, cfg Config) (*Listener, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Listener{Listener: ln, cfg: cfg, log: cfg.Logger, refusing: make(chan struct{}, maxRefusing)}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	l.mu.perIP = map[netip.Addr]int{}
+	l.mu.conns = map[*Conn]struct{}{}
+	l.keepReserve()
+	return l, nil
+}
+
+// Stats counts what the guard has done.
+type Stats struct {
+	Open      int   // connections open now
+	Refused   int64 // connections refused (caps, descriptor shortage)
+	FDShort   int64 // accepts that failed for want of descriptors
+	Reclaimed int64 // idle connections closed for want of descriptors
+}
+
+// Stats returns the current counts.
+func (l *Listener) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Stats{Open: l.mu.open, Refused: l.refused.Load(), FDShort: l.fdShort.Load(), Reclaimed: l.reclaimed.Load()}
+}
+
+// Accept waits for the next connection within the caps. Errors that a
+// busy server recovers from (no descriptors, no buffers) are waited out
+// here and never returned: only a closed or broken listener ends it.
+func (l *Listener) Accept() (net.Conn, error) {
+	var delay time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if !transient(err) {
+				return nil, err
+			}
+			if outOfDescriptors(err) {
+				l.fdShort.Add(1)
+				l.warn("fd", "out of file descriptors: closing idle connections and refusing new ones until some close", "err", err)
+				l.reclaim()
+				l.shed()
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), maxBackoff)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		l.keepReserve()
+		if gc, reason := l.admit(c); reason != "" {
+			l.refuse(c, reason)
+		} else {
+			return gc, nil
+		}
+	}
+}
+
+// Close closes the listener and lets go of the reserve descriptor.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.mu.reserve != nil {
+		l.mu.reserve.Close()
+		l.mu.reserve = nil
+	}
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// transient reports whether an Accept error is one to wait out.
+func transient(err error) bool {
+	if outOfDescriptors(err) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// keepReserve reopens the reserve descriptor if it was spent.
+func (l *Listener) keepReserve() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.reserve != nil {
+		return
+	}
+	if f, err := os.Open(os.DevNull); err == nil {
+		l.mu.reserve = f
+	}
+}
+
+// reclaim closes connections idle for reclaimIdle that are not in a
+// request body (see reclaimIdle), at least 16 and an eighth of the open
+// ones at a time.
+func (l *Listener) reclaim() {
+	cutoff := time.Now().Add(-reclaimIdle).UnixNano()
+	l.mu.Lock()
+	limit := max(16, len(l.mu.conns)/8)
+	var idle []*Conn
+	for c := range l.mu.conns {
+		if len(idle) == limit {
+			break
+		}
+		if !c.body.Load() && c.active.Load() < cutoff {
+			idle = append(idle, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range idle {
+		c.Close() // the server's blocked Read fails and it lets go
+	}
+	if len(idle) > 0 {
+		l.reclaimed.Add(int64(len(idle)))
+	}
+}
+
+// shed spends the reserve descriptor on one waiting connection and
+// refuses it, so that a client of a server out of descriptors hears
+// "slow down" instead of hanging in the backlog.
+func (l *Listener) shed() {
+	l.mu.Lock()
+	r := l.mu.reserve
+	l.mu.reserve = nil
+	l.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.Close()
+	// NB: this Accept may block until a client connects; that is what
+	// the accept loop would do next anyway.
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return
+	}
+	l.refuse(c, "out of file descriptors")
+}
+
+// admit counts c against the caps; reason is non-empty if it is over one.
+func (l *Listener) admit(c net.Conn) (net.Conn, string) {
+	ip := addrOf(c.RemoteAddr())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cfg.MaxConns > 0 && l.mu.open >= l.cfg.MaxConns {
+		return nil, "connection cap"
+	}
+	if l.cfg.MaxConnsPerIP > 0 && ip.IsValid() && l.mu.perIP[ip] >= l.cfg.MaxConnsPerIP {
+		return nil, "per-address connection cap"
+	}
+	l.mu.open++
+	if ip.IsValid() {
+		l.mu.perIP[ip]++
+	}
+	gc := &Conn{Conn: c, l: l, ip: ip}
+	gc.active.Store(time.Now().UnixNano())
+	l.mu.conns[gc] = struct{}{}
+	if tc, ok := c.(*tls.Conn); ok {
+		return &TLSConn{Conn: gc, tls: tc}, ""
+	}
+	return gc, ""
+}
+
+// release undoes admit's count.
+func (l *Listener) release(c *Conn) {
+	ip := c.ip
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.mu.conns, c)
+	l.mu.open--
+	if ip.IsValid() {
+		if n := l.mu.perIP[ip] - 1; n > 0 {
+			l.mu.perIP[ip] = n
+		} else {
+			delete(l.mu.perIP, ip)
+		}
+	}
+}
+
+// refuse answers c with the refusal in the background (bounded) and
+// closes it.
+func (l *Listener) refuse(c net.Conn, reason string) {
+	l.refused.Add(1)
+	l.warn(reason, "refusing connections: "+reason, "remote", c.RemoteAddr().String())
+	select {
+	case l.refusing <- struct{}{}:
+		go func() {
+			defer func() { <-l.refusing }()
+			l.answerRefusal(c)
+		}()
+	default:
+		c.Close()
+	}
+}
+
+func (l *Listener) answerRefusal(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(refuseTimeout))
+	if len(l.cfg.Refusal) > 0 {
+		if _, err := c.Write(l.cfg.Refusal); err != nil {
+			return
+		}
+	}
+	// NB: read what the client sent before closing: closing a socket with
+	// unread data makes the kernel send a reset, which can destroy the
+	// answer before the client reads it.
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+}
+
+// warn logs at most once per warnEvery for each kind.
+func (l *Listener) warn(kind, msg string, args ...any) {
+	v, _ := l.warned.LoadOrStore(kind, new(atomic.Int64))
+	last := v.(*atomic.Int64)
+	now := time.Now().UnixNano()
+	prev := last.Load()
+	if now-prev < int64(warnEvery) || !last.CompareAndSwap(prev, now) {
+		return
+	}
+	l.log.Warn(msg, args...)
+}
+
+func addrOf(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(ta.IP)
+		return ip.Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// Conn is an accepted connection: counted against the caps until closed,
+// with idle bounds on its reads (in the body phase) and writes.
+type Conn struct {
+	net.Conn
+	l      *Listener
+	ip     netip.Addr
+	body   atomic.Bool  // in the body phase: reads bounded by ReadIdle
+	wdl    atomic.Int64 // the server's own write deadline, unix nanos; 0: none
+	active atomic.Int64 // unix nanos of the last byte moved (or accept)
+	once   sync.Once
+}
+
+// StartBody starts the body phase: until the server next sets a read
+// deadline, every Read must receive data within Config.ReadIdle. Call it
+// once a request's headers are read (fasthttp servers: first thing in the
+// handler).
+func (c *Conn) StartBody() { c.body.Store(true) }
+
+func (c *Conn) Read(p []byte) (int, error) {
+	if d := c.l.cfg.ReadIdle; d > 0 && c.body.Load() {
+		c.Conn.SetReadDeadline(time.Now().Add(d))
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.active.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (c *Conn) Write(p []byte) (int, error) {
+	if d := c.l.cfg.WriteIdle; d > 0 {
+		dl := time.Now().Add(d)
+		if own := c.wdl.Load(); own != 0 && own < dl.UnixNano() {
+			dl = time.Unix(0, own)
+		}
+		c.Conn.SetWriteDeadline(dl)
+	}
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.active.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// SetReadDeadline ends the body phase: the server governs reads again.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.body.Store(false)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline records the server's own deadline, which per-Write
+// deadlines never extend.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.wdl.Store(unixNano(t))
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline is SetReadDeadline and SetWriteDeadline.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.body.Store(false)
+	c.wdl.Store(unixNano(t))
+	return c.Conn.SetDeadline(t)
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// Close closes the connection and frees its place under the caps.
+func (c *Conn) Close() error {
+	c.once.Do(func() { c.l.release(c) })
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the connection where the transport can.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// TLSConn is a Conn over TLS. It exposes the TLS handshake and state so
+// that servers which look for them (fasthttp's IsTLS) still find them.
+type TLSConn struct {
+	*Conn
+	tls *tls.Conn
+}
+
+// Handshake runs the TLS handshake if it has not run yet.
+func (c *TLSConn) Handshake() error { return c.tls.Handshake() }
+
+// ConnectionState returns the TLS connection's state.
+func (c *TLSConn) ConnectionState() tls.ConnectionState { return c.tls.ConnectionState() }
+
+// StartBodyOf calls StartBody on c if c is (or wraps, through *tls.Conn)
+// a guarded connection; it reports whether it did.
+func StartBodyOf(c net.Conn) bool {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	switch gc := c.(type) {
+	case *Conn:
+		gc.StartBody()
+		return true
+	case *TLSConn:
+		gc.StartBody()
+		return true
+	}
+	return false
+}
