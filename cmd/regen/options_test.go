@@ -139,7 +139,7 @@ func TestDevHelpShowsDevDefaults(t *testing.T) {
 	s := newOptionSet("shard", "")
 	var sf shardFlags
 	sf.register(s)
-	if err := s.Parse([]string{"--secret", "x"}, sf.Validate); err != nil {
+	if err := s.Parse([]string{"--secret", "0123456789abcdef"}, sf.Validate); err != nil {
 		t.Fatal(err)
 	}
 	if def := repair.DefaultConfig(); sf.repair.grace != def.Grace || sf.repair.scan != def.ScanInterval || sf.profile != "lan" {
