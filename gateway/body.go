@@ -65,6 +65,16 @@ func (g *Gateway) xmlBody(c *fiber.Ctx, req *request, needDigest bool) ([]byte, 
 	return b, nil
 }
 
+// decodeXMLBody reads the request's XML body (xmlBody, digests checked
+// when given) and parses it into v.
+func (g *Gateway) decodeXMLBody(c *fiber.Ctx, req *request, v any) error {
+	b, err := g.xmlBody(c, req, false)
+	if err != nil {
+		return err
+	}
+	return parseXML(b, v)
+}
+
 // parseXML parses a request document read by xmlBody. Any failure is
 // MalformedXML, which is what S3 answers; an empty body is
 // MissingRequestBodyError.

@@ -233,7 +233,7 @@ func (g *Gateway) bucketCors(c *fiber.Ctx, req *request) error {
 		return sendXML(c, fiber.StatusOK, out)
 	case fiber.MethodPut:
 		var in corsInput
-		if err := DecodeXML(g.bodyReader(c, req, -1), &in); err != nil {
+		if err := g.decodeXMLBody(c, req, &in); err != nil {
 			return err
 		}
 		rules, err := corsRules(&in)

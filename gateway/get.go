@@ -45,7 +45,10 @@ func parseRange(h string, size int64) (*byteRange, error) {
 		if err != nil || n < 0 {
 			return nil, nil
 		}
-		if n == 0 {
+		if n == 0 || size == 0 {
+			// NB: an empty object has no last bytes: a suffix range of it
+			// is as unsatisfiable as bytes=0- is (found by FuzzRange; it
+			// resolved to a zero-length range).
 			return nil, invalid
 		}
 		n = min(n, size)

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/regen-s3/regen/internal/connguard"
 )
 
 type metrics struct {
@@ -18,6 +21,9 @@ type metrics struct {
 	degradedBytes *prometheus.CounterVec
 	// panics counts requests whose handler panicked (answered 500).
 	panics prometheus.Counter
+	// listener is the guarded S3 listener once Serve runs (its counts
+	// are exported as they are read).
+	listener atomic.Pointer[connguard.Listener]
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -38,7 +44,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"method"}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_s3_handler_panics_total", Help: "S3 requests whose handler panicked; each was answered 500 InternalError and its stack logged."}),
 	}
+	stat := func(f func(connguard.Stats) float64) func() float64 {
+		return func() float64 {
+			if l := m.listener.Load(); l != nil {
+				return f(l.Stats())
+			}
+			return 0
+		}
+	}
+	conns := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "regen_s3_connections_open", Help: "Connections open on the S3 listener."},
+			stat(func(s connguard.Stats) float64 { return float64(s.Open) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "regen_s3_connections_refused_total", Help: "Connections answered 503 SlowDown and closed: over a connection cap, or while out of file descriptors."},
+			stat(func(s connguard.Stats) float64 { return float64(s.Refused) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "regen_s3_accept_fd_exhausted_total", Help: "Accepts that failed for want of file descriptors (the listener backs off and keeps serving)."},
+			stat(func(s connguard.Stats) float64 { return float64(s.FDShort) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "regen_s3_connections_reclaimed_total", Help: "Silent connections closed to get file descriptors back."},
+			stat(func(s connguard.Stats) float64 { return float64(s.Reclaimed) })),
+	}
 	if reg != nil {
+		reg.MustRegister(conns...)
 		reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.degraded, m.degradedBytes, m.panics)
 	}
 	return m

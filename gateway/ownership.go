@@ -45,7 +45,7 @@ func (g *Gateway) bucketOwnership(c *fiber.Ctx, req *request) error {
 		return sendXML(c, fiber.StatusOK, out)
 	case fiber.MethodPut:
 		var in ownershipControlsInput
-		if err := DecodeXML(g.bodyReader(c, req, -1), &in); err != nil {
+		if err := g.decodeXMLBody(c, req, &in); err != nil {
 			return err
 		}
 		if len(in.Rules) != 1 {

@@ -57,7 +57,8 @@ func EncodeXML(v any) []byte {
 	return append([]byte(xml.Header), b...)
 }
 
-// DecodeXML parses a request body into v, reading at most 2 MiB. Any failure
+// DecodeXML parses a request body into v, reading at most 2 MiB (handlers
+// read bodies with Gateway.xmlBody, which also checks digests). Any failure
 // (bad XML, wrong root element, too large) is ErrMalformedXML, which is what
 // S3 answers; an empty body is ErrMissingRequestBodyError.
 func DecodeXML(r io.Reader, v any) error {

@@ -118,6 +118,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	g.metrics.listener.Store(gl)
 	errc := make(chan error, 1)
 	go func() { errc <- g.app.Listener(gl) }()
 	select {

@@ -167,7 +167,7 @@ func (g *Gateway) objectTagging(c *fiber.Ctx, req *request) error {
 		return sendXML(c, fiber.StatusOK, taggingOf(m.Tags))
 	case fiber.MethodPut:
 		var in taggingInput
-		if err := DecodeXML(g.bodyReader(c, req, -1), &in); err != nil {
+		if err := g.decodeXMLBody(c, req, &in); err != nil {
 			return err
 		}
 		tags, err := tagsFromXML(&in, maxObjectTags, "Object")
@@ -211,7 +211,7 @@ func (g *Gateway) bucketTagging(c *fiber.Ctx, req *request) error {
 		return sendXML(c, fiber.StatusOK, taggingOf(b.Tags))
 	case fiber.MethodPut:
 		var in taggingInput
-		if err := DecodeXML(g.bodyReader(c, req, -1), &in); err != nil {
+		if err := g.decodeXMLBody(c, req, &in); err != nil {
 			return err
 		}
 		tags, err := tagsFromXML(&in, maxBucketTags, "Bucket")

@@ -343,6 +343,7 @@ type Conn struct {
 // handler).
 func (c *Conn) StartBody() { c.body.Store(true) }
 
+// Read reads, waiting at most Config.ReadIdle for data in the body phase.
 func (c *Conn) Read(p []byte) (int, error) {
 	if d := c.l.cfg.ReadIdle; d > 0 && c.body.Load() {
 		c.Conn.SetReadDeadline(time.Now().Add(d))
@@ -354,6 +355,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write writes, waiting at most Config.WriteIdle (or the server's own
+// deadline, if sooner) for the peer to take the bytes.
 func (c *Conn) Write(p []byte) (int, error) {
 	if d := c.l.cfg.WriteIdle; d > 0 {
 		dl := time.Now().Add(d)

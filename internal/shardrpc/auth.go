@@ -261,6 +261,7 @@ type AuthError struct {
 	Reason string
 }
 
+// Error says why the request was refused.
 func (e *AuthError) Error() string { return "shardrpc: request refused: " + e.Reason }
 
 func refused(status int, format string, a ...any) *AuthError {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -320,3 +321,40 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("after a panic, another request got %q", b)
 	}
 }
+
+// FuzzVerifier: no header value, path or body gets a request past the
+// Verifier without the key, and none makes it panic.
+func FuzzVerifier(f *testing.F) {
+	tr := NewAuthTransport("cluster-secret", nil).(*authTransport)
+	req, _ := http.NewRequest(http.MethodPost, "http://h:1/v1/manifests?bucket=b", strings.NewReader(`{"a":1}`))
+	var seed string
+	tr.base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		seed = r.Header.Get(HeaderAuth)
+		return nil, io.EOF
+	})
+	tr.RoundTrip(req)
+	f.Add(seed, "/v1/manifests?bucket=b", []byte(`{"a":1}`))
+	f.Add("v1 t=0 n=00000000000000000000000000000000 b=UNSIGNED-STREAM s=", "/v1/shards/f/0", []byte("x"))
+	f.Add("v1 t=-9223372036854775808 n=zz b= s=", "/", []byte(nil))
+	v := NewVerifier("cluster-secret", VerifierOptions{})
+	f.Fuzz(func(t *testing.T, auth, uri string, body []byte) {
+		r, err := http.NewRequest(http.MethodPost, "http://h:1/", bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		r.RequestURI, r.Host = uri, "h:1"
+		r.Header.Set(HeaderAuth, auth)
+		err = v.Verify(r)
+		if err == nil && auth != seed {
+			t.Fatalf("a request with a forged signature %q passed", auth)
+		}
+		var ae *AuthError
+		if err != nil && !errors.As(err, &ae) {
+			t.Fatalf("error %T %v is not *AuthError", err, err)
+		}
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
