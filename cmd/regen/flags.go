@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/regen-s3/regen/internal/connguard"
 )
 
 // listFlag is a repeatable string flag.
@@ -78,8 +80,16 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	// NB: bounded like every listener: a few connections, header and idle
+	// timeouts, and an accept loop that survives running out of
+	// descriptors. A CPU profile or trace answers after its ?seconds.
+	gl, err := connguard.Listen(ln, connguard.Config{MaxConns: 16, WriteIdle: time.Minute, Logger: log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
+	go srv.Serve(gl)
 	go func() { <-ctx.Done(); srv.Close() }()
 	log.Info("serving profiles", "addr", ln.Addr().String())
 	return nil
