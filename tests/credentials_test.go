@@ -17,6 +17,7 @@ import (
 // unless told the cluster is a throwaway one, nor with a guessable
 // cluster secret.
 func TestGatewayRefusesDefaultCredentials(t *testing.T) {
+	e2e(t)
 	secret := "0123456789abcdef0123456789abcdef"
 	run := func(env []string, args ...string) (string, error) {
 		cmd := exec.Command(regenBin, append([]string{"gateway", "--addr", freeAddr(t), "--gossip", freeAddr(t)}, args...)...)
