@@ -153,7 +153,7 @@ func (g *Gateway) putACL(c *fiber.Ctx, req *request) error {
 	}
 	// NB: the body is read (bounded, checked) even when x-amz-acl says
 	// it all, so its payload hash and digests are verified.
-	body, err := g.xmlBody(c, req, false)
+	body, err := g.xmlBody(c, req, bodyDigests)
 	if err != nil {
 		return err
 	}

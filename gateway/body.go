@@ -20,12 +20,23 @@ import (
 // decompression bomb), and fiber's Ctx.Body, which decodes it without a
 // limit, is never called. Objects stream (bodyReader).
 
+// xmlDigests says which digests an XML body is checked against.
+type xmlDigests int
+
+const (
+	// bodyDigests: Content-MD5 and x-amz-checksum-* when given.
+	bodyDigests xmlDigests = iota
+	// requiredDigests: one of them must be given (S3's DeleteObjects).
+	requiredDigests
+	// md5Only: Content-MD5 when given; x-amz-checksum-* describe
+	// something else (CompleteMultipartUpload: the whole object's).
+	md5Only
+)
+
 // xmlBody reads a request's XML body whole (at most maxRequestXML bytes),
 // decoded from aws-chunked and checked against x-amz-content-sha256, then
-// against Content-MD5 and x-amz-checksum-* when the client sent them.
-// needDigest demands one of those, as S3 does for DeleteObjects. An empty
-// body is returned as nil.
-func (g *Gateway) xmlBody(c *fiber.Ctx, req *request, needDigest bool) ([]byte, error) {
+// against the digests d names. An empty body is returned as nil.
+func (g *Gateway) xmlBody(c *fiber.Ctx, req *request, d xmlDigests) ([]byte, error) {
 	wantMD5, err := contentMD5(c)
 	if err != nil {
 		return nil, err
@@ -33,17 +44,21 @@ func (g *Gateway) xmlBody(c *fiber.Ctx, req *request, needDigest bool) ([]byte, 
 	if err := checkChecksumHeaders(c); err != nil {
 		return nil, err
 	}
-	algo, _, _, err := requestedChecksum(c)
-	if err != nil {
-		return nil, err
-	}
-	if needDigest && wantMD5 == nil && algo == "" {
-		return nil, ErrInvalidRequest.With("Missing required header for this request: Content-MD5")
-	}
-	var sums map[string]string
-	body, err := g.checkedBody(c, req, -1, &sums)
-	if err != nil {
-		return nil, err
+	var body io.Reader
+	if d == md5Only {
+		body = g.bodyReader(c, req, -1)
+	} else {
+		algo, _, _, err := requestedChecksum(c)
+		if err != nil {
+			return nil, err
+		}
+		if d == requiredDigests && wantMD5 == nil && algo == "" {
+			return nil, ErrInvalidRequest.With("Missing required header for this request: Content-MD5")
+		}
+		var sums map[string]string
+		if body, err = g.checkedBody(c, req, -1, &sums); err != nil {
+			return nil, err
+		}
 	}
 	// NB: reading to EOF (within the limit) is what runs the
 	// x-amz-content-sha256 and checksum checks.
@@ -68,7 +83,7 @@ func (g *Gateway) xmlBody(c *fiber.Ctx, req *request, needDigest bool) ([]byte, 
 // decodeXMLBody reads the request's XML body (xmlBody, digests checked
 // when given) and parses it into v.
 func (g *Gateway) decodeXMLBody(c *fiber.Ctx, req *request, v any) error {
-	b, err := g.xmlBody(c, req, false)
+	b, err := g.xmlBody(c, req, bodyDigests)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
 	// NB: the whole body is read (within xmlBody's limit): stopping
 	// short of its end would skip the x-amz-content-sha256 check, which
 	// runs at EOF.
-	body, err := g.xmlBody(c, req, false)
+	body, err := g.xmlBody(c, req, bodyDigests)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ const deleteParallelism = 16
 func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 	// NB: S3 requires Content-MD5 or an x-amz-checksum-* on DeleteObjects:
 	// a corrupted key list would delete the wrong objects.
-	raw, err := g.xmlBody(c, req, true)
+	raw, err := g.xmlBody(c, req, requiredDigests)
 	if err != nil {
 		return err
 	}

@@ -180,7 +180,7 @@ func (g *Gateway) writePart(ctx context.Context, u *metadata.Upload, num int, bo
 }
 
 func (g *Gateway) completeMultipartUpload(c *fiber.Ctx, req *request) error {
-	raw, err := g.xmlBody(c, req, false)
+	raw, err := g.xmlBody(c, req, md5Only)
 	if err != nil {
 		return err
 	}

@@ -252,11 +252,12 @@ func testDeleteObjects(t *testing.T, d *devCluster, c *minio.Client) {
 	// Non-quiet mode reports every deleted key.
 	put(t, c, "other", "del/a b+c", []byte("x"), minio.PutObjectOptions{})
 	body := `<Delete><Object><Key>del/a b+c</Key></Object><Object><Key>del/zz</Key></Object></Delete>`
-	code, resp := signedRequest(t, d, http.MethodPost, "/other?delete", []byte(body), nil)
+	// S3 requires Content-MD5 (or an x-amz-checksum-*) on DeleteObjects.
+	code, resp := signedRequest(t, d, http.MethodPost, "/other?delete", []byte(body), map[string]string{"Content-MD5": md5Base64([]byte(body))})
 	if code != 200 || strings.Count(resp, "<Deleted>") != 2 {
 		t.Errorf("DeleteObjects (not quiet): %d %s", code, resp)
 	}
-	code, resp = signedRequest(t, d, http.MethodPost, "/other?delete", []byte("<Delete>"), nil)
+	code, resp = signedRequest(t, d, http.MethodPost, "/other?delete", []byte("<Delete>"), map[string]string{"Content-MD5": md5Base64([]byte("<Delete>"))})
 	if code != 400 || !strings.Contains(resp, "MalformedXML") {
 		t.Errorf("bad DeleteObjects body: %d %s", code, resp)
 	}
@@ -553,6 +554,11 @@ func testPartNumber(t *testing.T, d *devCluster, c *minio.Client, core *minio.Co
 	if code, body := signedRequest(t, d, http.MethodGet, "/mpu/empty?partNumber=1", nil, nil); code != 200 || body != "" {
 		t.Errorf("part 1 of an empty object: %d %q; want 200 and no bytes", code, body)
 	}
+}
+
+func md5Base64(b []byte) string {
+	s := md5.Sum(b)
+	return base64.StdEncoding.EncodeToString(s[:])
 }
 
 func crc32Bytes(v uint32) []byte { return []byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)} }
