@@ -159,6 +159,11 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := privateDir(f.data); err != nil {
 		return err
 	}
+	// NB: made before the listener opens: it refuses requests signed
+	// before it existed, and the kernel queues connections from the
+	// moment the port listens (peers learn of this server by gossip and
+	// call it while it is still calibrating).
+	verifier := shardrpc.NewVerifier(f.secret, shardrpc.VerifierOptions{Logger: log})
 	id, err := shardserver.LoadOrCreateNodeID(f.data)
 	if err != nil {
 		return err
@@ -249,7 +254,6 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	// NB: the whole mux is behind the signature check (its public paths:
 	// health, readiness, metrics) and panic recovery, so every endpoint
 	// mounted here, now or later, is covered without code of its own.
-	verifier := shardrpc.NewVerifier(f.secret, shardrpc.VerifierOptions{Logger: log})
 	hs := limits.HTTPServer(shardrpc.Recover(log, verifier.Middleware(mux)), log)
 	var sln net.Listener = limiter.Listener(ln)
 	if serverTLS != nil {
