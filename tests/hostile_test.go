@@ -64,6 +64,7 @@ func TestHostileInput(t *testing.T) {
 	t.Run("ShardListener", func(t *testing.T) { h.shardListener(t, spy) })
 	t.Run("CapturedShardRequest", func(t *testing.T) { h.capturedShardRequest(t, spy) })
 	t.Run("PrivateFiles", h.privateFiles)
+	t.Run("ConcurrentUploads", h.concurrentUploads)
 	t.Run("Memory", func(t *testing.T) {
 		if hwm := h.peakRSS(t); hwm >= 256<<20 {
 			t.Fatalf("gateway peak RSS %d MiB, want under 256 MiB", hwm>>20)
@@ -635,6 +636,29 @@ func (h *hostile) metric(t *testing.T, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// concurrentUploads: many large uploads at once stay within the memory
+// bound too (their stripe buffers share one budget).
+func (h *hostile) concurrentUploads(t *testing.T) {
+	const n, size = 16, 24 << 20
+	data := randomData(size, 99)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := h.c.PutObject(ctx(t), "hostile", fmt.Sprintf("big-%d", i), bytes.NewReader(data), size, minio.PutObjectOptions{DisableMultipart: true}); err != nil {
+				t.Errorf("upload %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if hwm := h.peakRSS(t); hwm >= 256<<20 {
+		t.Fatalf("gateway peak RSS %d MiB after %d concurrent %d MiB uploads", hwm>>20, n, size>>20)
+	}
+	for i := range n {
+		h.c.RemoveObject(ctx(t), "hostile", fmt.Sprintf("big-%d", i), minio.RemoveObjectOptions{})
+	}
+	h.serves(t)
 }
 
 // peakRSS is the gateway's (regen dev process's) peak resident set.
