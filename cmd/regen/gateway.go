@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ type gatewayFlags struct {
 	code                    string
 	classes                 listFlag
 	chunk, writeMemory      int64
+	memoryLimit             int64
 	logOptions
 	tlsCert, tlsKey   string
 	domain            string
@@ -86,6 +88,7 @@ func (f *gatewayFlags) register(o *optionSet, dev bool) {
 	}
 	o.Size(&f.chunk, "chunk-size", "REGEN_CHUNK_SIZE", def.ChunkSize, "shard chunk per stripe, rounded up to 64-byte sub-chunks")
 	o.Size(&f.writeMemory, "write-memory", "REGEN_WRITE_MEMORY", def.WriteMemory, "stripe buffers of all uploads at once; past it uploads wait (at least one stripe always fits)")
+	o.Size(&f.memoryLimit, "memory-limit", "REGEN_MEMORY_LIMIT", 192<<20, "soft limit of the gateway process's Go memory (runtime/debug.SetMemoryLimit): garbage is collected before the heap passes it; 0 = none; GOMEMLIMIT, if set, wins")
 	profile := "lan"
 	if dev {
 		profile = "local" // one machine: detect failures in seconds
@@ -136,6 +139,9 @@ func (f *gatewayFlags) Validate() error {
 	}
 	if f.writeMemory <= 0 {
 		return badOption("write-memory", "must be positive")
+	}
+	if f.memoryLimit < 0 {
+		return badOption("memory-limit", "must not be negative")
 	}
 	if f.opTimeout <= 0 {
 		return badOption("op-timeout", "must be positive")
@@ -284,7 +290,18 @@ func (r *runningGateway) wait() error {
 }
 
 // startGateway listens, joins the cluster and serves until ctx ends.
+// setMemoryLimit applies --memory-limit to this process. The write budget
+// bounds the live stripe buffers; without a limit the heap grows to twice
+// what is live before a collection (GOGC=100), which took a gateway with
+// 100 MiB live to 207 MiB RSS under four concurrent 1 GiB PUTs.
+func setMemoryLimit(f *gatewayFlags) {
+	if f.memoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(f.memoryLimit)
+	}
+}
+
 func startGateway(ctx context.Context, cfg gateway.Config, f *gatewayFlags) (*runningGateway, error) {
+	setMemoryLimit(f)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen for S3 on %s: %w (is another regen running? choose another with --addr)", cfg.Addr, err)
