@@ -1,21 +1,28 @@
 package stripe
 
-import (
-	"math/bits"
-	"sync"
-)
+import "math/bits"
 
-// Shard buffers of the read path come from pools by power-of-two size
+// Shard buffers of the read path come from free lists by power-of-two size
 // class, so a GET does not allocate (and zero) a fresh chunk per shard per
 // stripe: at 1 MiB chunks that was one allocation per MiB read and most of
-// the gateway's garbage. The pools hold what the garbage collector leaves
-// them, so they add no memory bound of their own.
+// the gateway's garbage. Each class keeps at most poolBytes of free
+// buffers (at least one), so the lists add a fixed bound of their own
+// rather than the garbage collector's (a sync.Pool keeps what was put back
+// for a whole extra GC cycle, with 1 MiB buffers a large multiple of what
+// is in use).
 const (
 	minPoolClass = 12 // 4 KiB: smaller buffers are cheap to allocate
 	maxPoolClass = 26 // 64 MiB, the largest chunk a gateway may use
+	poolBytes    = 16 << 20
 )
 
-var bufPools [maxPoolClass + 1]sync.Pool
+var bufPools [maxPoolClass + 1]chan []byte
+
+func init() {
+	for c := minPoolClass; c <= maxPoolClass; c++ {
+		bufPools[c] = make(chan []byte, max(1, poolBytes>>c))
+	}
+}
 
 // sizeClass is the power of two a buffer of n bytes is pooled under, or -1
 // for sizes not pooled.
@@ -36,14 +43,17 @@ func getBuf(n int64) []byte {
 	if c < 0 {
 		return make([]byte, n)
 	}
-	if b, ok := bufPools[c].Get().(*[]byte); ok {
-		return (*b)[:n]
+	select {
+	case b := <-bufPools[c]:
+		return b[:n]
+	default:
+		return make([]byte, n, 1<<c)
 	}
-	return make([]byte, n, 1<<c)
 }
 
-// putBuf gives b back for reuse; nil and foreign sizes are ignored. The
-// caller must not touch b afterwards.
+// putBuf gives b back for reuse; nil and foreign sizes are ignored, and so
+// are buffers past the class's bound. The caller must not touch b
+// afterwards.
 func putBuf(b []byte) {
 	if b == nil || cap(b) == 0 || cap(b)&(cap(b)-1) != 0 {
 		return
@@ -52,6 +62,8 @@ func putBuf(b []byte) {
 	if c < minPoolClass || c > maxPoolClass {
 		return
 	}
-	b = b[:0]
-	bufPools[c].Put(&b)
+	select {
+	case bufPools[c] <- b[:0]:
+	default:
+	}
 }

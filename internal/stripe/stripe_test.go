@@ -467,3 +467,27 @@ func TestBuffersBudget(t *testing.T) {
 		t.Fatalf("oversized buffer: %v", err)
 	}
 }
+
+// TestBufPool: buffers come back by size class, reused, and each class
+// keeps a bounded number.
+func TestBufPool(t *testing.T) {
+	b := getBuf(1000 << 10)
+	if len(b) != 1000<<10 || cap(b) != 1<<20 {
+		t.Fatalf("getBuf(1000 KiB): len %d cap %d", len(b), cap(b))
+	}
+	for len(bufPools[20]) > 0 {
+		<-bufPools[20] // start from an empty list
+	}
+	putBuf(b)
+	if c := getBuf(1 << 20); &c[0] != &b[0] {
+		t.Error("a returned buffer was not reused")
+	}
+	for range 2 * cap(bufPools[20]) {
+		putBuf(make([]byte, 1<<20))
+	}
+	if len(bufPools[20]) != cap(bufPools[20]) || cap(bufPools[20]) != poolBytes>>20 {
+		t.Errorf("class 1 MiB keeps %d of at most %d buffers", len(bufPools[20]), poolBytes>>20)
+	}
+	putBuf(make([]byte, 3000)) // not a power of two: ignored
+	putBuf(nil)
+}
