@@ -436,13 +436,6 @@ func (w *writer) startSender(ctx context.Context, i int) *sender {
 	return s
 }
 
-func errOr(err, def error) error {
-	if err != nil {
-		return err
-	}
-	return def
-}
-
 // Geometry returns the stripe geometry of a code and chunk size.
 func Geometry(c codec.Code, chunk int64) metadata.StripeGeometry {
 	return metadata.StripeGeometry{K: c.DataShards(), ChunkSize: chunk, Multiple: int64(c.ShardMultiple())}
