@@ -54,6 +54,11 @@ type Config struct {
 	// or one key of a DeleteObjects request (up to 1000 keys, each with
 	// a manifest read and a tombstone write, would not fit in one).
 	OpTimeout time.Duration
+	// ClockOffset is added to this gateway's wall clock when it makes
+	// versions. It exists for tests and `regen chaos`, which skew one
+	// gateway by minutes to show that clock skew cannot reorder
+	// acknowledged writes; leave it zero.
+	ClockOffset time.Duration
 
 	// Limits of the S3 listener (the status page shares it). A client
 	// that breaks them gets an S3 error or loses its connection; the

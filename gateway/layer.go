@@ -283,6 +283,7 @@ func (l *layer) abortManifest(m *metadata.Manifest, addrs []string) {
 // increasing within this gateway, tagged with the gateway's ID.
 type clock struct {
 	writer string
+	offset time.Duration // Config.ClockOffset
 	mu     sync.Mutex
 	last   int64
 }
@@ -290,7 +291,7 @@ type clock struct {
 func (c *clock) next() metadata.Version {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now().UnixNano()
+	now := time.Now().Add(c.offset).UnixNano()
 	if now <= c.last {
 		now = c.last + 1
 	}

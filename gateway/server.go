@@ -55,7 +55,7 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		metrics:   newMetrics(cfg.Registerer),
 		writeBufs: stripe.NewBuffers(cfg.WriteMemory),
 	}
-	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID}}
+	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID, offset: cfg.ClockOffset}}
 	for _, name := range g.codeNames() {
 		c, err := g.layer.code(name)
 		if err != nil {

@@ -48,6 +48,7 @@ type gatewayFlags struct {
 	tlsCert, tlsKey   string
 	domain            string
 	opTimeout         time.Duration
+	clockOffset       time.Duration
 	allowDefaultCreds bool
 	limits            limitFlags
 	shardTLS          shardTLSFlags
@@ -98,6 +99,7 @@ func (f *gatewayFlags) register(o *optionSet, dev bool) {
 	o.String(&f.tlsKey, "tls-key", "REGEN_TLS_KEY", "", "PEM private key of --tls-cert")
 	o.String(&f.domain, "domain", "REGEN_DOMAIN", "", "domain for virtual-hosted-style requests (BUCKET.DOMAIN); empty: path style only")
 	o.Duration(&f.opTimeout, "op-timeout", "REGEN_OP_TIMEOUT", def.OpTimeout, "time limit of one request's metadata work, per key in DeleteObjects")
+	o.Duration(&f.clockOffset, "clock-offset", "REGEN_CLOCK_OFFSET", 0, "testing only: shift this gateway's clock (e.g. -10m) to check that clock skew cannot reorder acknowledged writes")
 	allow := o.Bool(&f.allowDefaultCreds, "allow-default-credentials", "REGEN_ALLOW_DEFAULT_CREDENTIALS", dev, "start even with the built-in default access key ("+defaultAccessKey+"): only for a throwaway cluster no one else can reach")
 	if dev {
 		allow.usage = "keep the built-in default access key when none is given (a dev cluster is a throwaway one; it prints them)"
@@ -203,6 +205,7 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 	}
 	cfg.ChunkSize, cfg.WriteMemory = f.chunk, f.writeMemory
 	cfg.OpTimeout = f.opTimeout
+	cfg.ClockOffset = f.clockOffset
 	if err := checkCredentials(cfg.Credentials, f.allowDefaultCreds); err != nil {
 		return cfg, usageError{err}
 	}
