@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -75,26 +77,77 @@ func (g *Gateway) precheck(ctx context.Context, bucket, key string, w *writeCond
 	return w.check(cur)
 }
 
-// commit gives m a version and writes its manifest to holders. With a
-// precondition, the key's lease is held from reading the current manifest
-// to writing the new one, so concurrent conditional writers through any
-// gateway serialise.
+// commit gives m a version and writes its manifest to holders.
+//
+// The version is newer than every version of the key acknowledged before
+// this request began: the write first reads the key's versions from its
+// servers (a conditional write reads its current manifest anyway), and
+// the clock moves past what it saw, whatever the wall clocks say.
+//
+// With a precondition, the key's lease is held on holders from reading
+// the current manifest to writing the new one. Without one, the write is
+// fenced by that lease: servers refuse it while another writer holds the
+// lease, and it is tried again with a new version until leaseWait has
+// passed. Either way nothing lands between a conditional write's check
+// and its set.
 func (g *Gateway) commit(ctx context.Context, m *metadata.Manifest, holders []string, quorum int, w *writeCond) error {
 	if w != nil {
-		kl, err := g.layer.lockKey(ctx, m.Bucket, m.Key)
-		if err != nil {
-			return err
-		}
-		defer kl.release()
-		cur, err := g.layer.current(ctx, m.Bucket, m.Key)
-		if err != nil {
-			return err
-		}
-		if err := w.check(cur); err != nil {
-			return err
-		}
+		return g.commitChecked(ctx, m, holders, quorum, w)
+	}
+	return g.layer.fenced(ctx, func() error {
+		g.layer.probe(ctx, m.Bucket, m.Key)
+		m.Version = g.layer.clock.next()
+		m.Modified = time.Unix(0, m.Version.TS).UTC()
+		return g.layer.writeManifest(ctx, m, holders, quorum, shardrpc.NoLease)
+	})
+}
+
+// commitChecked is commit of a conditional write: check and set under
+// the key's lease.
+func (g *Gateway) commitChecked(ctx context.Context, m *metadata.Manifest, holders []string, quorum int, w *writeCond) error {
+	kl, err := g.layer.lockKey(ctx, m.Bucket, m.Key, holders, quorum)
+	if err != nil {
+		return err
+	}
+	defer kl.release()
+	lctx, cancel := kl.context(ctx)
+	defer cancel()
+	cur, err := g.layer.current(lctx, m.Bucket, m.Key)
+	if err != nil {
+		return err
+	}
+	if err := w.check(cur); err != nil {
+		return err
 	}
 	m.Version = g.layer.clock.next()
 	m.Modified = time.Unix(0, m.Version.TS).UTC()
-	return g.layer.writeManifest(ctx, m, holders, quorum)
+	return g.layer.writeManifest(lctx, m, holders, quorum, kl.holder)
+}
+
+// fenced runs write, a manifest write made without the key's lease, again
+// while servers refuse it because another writer holds the lease, up to
+// leaseWait. Each try must take a new version.
+func (l *layer) fenced(ctx context.Context, write func() error) error {
+	deadline := time.Now().Add(leaseWait)
+	for {
+		err := write()
+		if !errors.Is(err, shardrpc.ErrLeaseHeld) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the key's lease stayed held for %s: %w", errUnavailable, leaseWait, err)
+		}
+		if err := leaseBackoff(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// probe reads the versions the key's first servers hold, so that the
+// clock moves past them (readManifest does the same for every version it
+// sees). Its answers decide nothing else: servers that fail are skipped.
+func (l *layer) probe(ctx context.Context, bucket, key string) {
+	order, addrs := l.manifestOrder(bucket, key)
+	v := &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{}, answered: map[string]bool{}}
+	l.askManifests(ctx, order[:min(len(order), max(l.maxN, 1))], addrs, bucket, key, v)
 }

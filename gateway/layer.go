@@ -23,7 +23,7 @@ import (
 type ShardAPI interface {
 	stripe.Shards
 	DeleteShard(ctx context.Context, addr, fileID string, idx int) error
-	PutManifest(ctx context.Context, addr string, m *metadata.Manifest) (bool, metadata.Version, error)
+	PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, lease string) (bool, metadata.Version, error)
 	AbortManifest(ctx context.Context, addr, bucket, key string, v metadata.Version) error
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
 	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
@@ -66,6 +66,10 @@ type layer struct {
 	// maxN is the widest stripe among configured codes: the first batch of
 	// servers a manifest lookup asks.
 	maxN int
+	// minK is the smallest k among configured codes: a lookup proves a
+	// key absent only when at most minK servers of its first batch were
+	// silent.
+	minK int
 }
 
 func (l *layer) code(name string) (codec.Code, error) {
@@ -142,20 +146,30 @@ type manifestVote struct {
 	byVersion map[metadata.Version]*metadata.Manifest
 	votes     map[metadata.Version]int
 	notFound  int
-	errs      []error
+	// answered holds the servers that answered, with versions or without.
+	answered map[string]bool
+	// unreachable counts the servers asked that did not answer: gossip
+	// calls them dead, or the request failed.
+	unreachable int
+	errs        []error
 }
 
-// readManifest returns the newest manifest of bucket/key that enough
-// servers confirm: at least k of its code (as many as a decode needs, and
-// fewer than the k+1 a successful write leaves). A server votes for every
-// version it holds, current or previous: a failed overwrite leaves the
-// acknowledged version as a previous one on the servers it reached, until
-// it is confirmed or rolled back. A tombstone is returned as errNotFound. It walks the key's rendezvous order over the live shard
-// servers in batches until an answer is confirmed.
+// readManifest returns the newest manifest of bucket/key that every
+// answer allows, errNotFound only when the answers prove that no write of
+// the key was acknowledged (or its newest is a tombstone), and
+// errUnavailable when too few servers answered to tell (a client then
+// sees 503 SlowDown, never a false 404).
+//
+// A version is readable when at least k servers hold it (as many as a
+// decode needs). A server votes for every version it holds, current or
+// previous. The lookup walks the key's rendezvous order over every known
+// shard server, live or not, in batches; dead servers count as
+// unreachable. See decide for the rules and docs/CONSISTENCY.md for why
+// they are enough.
 func (l *layer) readManifest(ctx context.Context, bucket, key string) (*metadata.Manifest, error) {
-	ids, addrs := l.liveShards()
-	order := placement.Order(placementKey(bucket, key), ids)
-	v := &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{}}
+	order, addrs := l.manifestOrder(bucket, key)
+	v := &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{}, answered: map[string]bool{}}
+	first := order[:min(len(order), max(l.maxN, 1))]
 	asked := 0
 	for asked < len(order) {
 		// The first batch is as wide as the widest stripe, so a healthy
@@ -168,43 +182,60 @@ func (l *layer) readManifest(ctx context.Context, bucket, key string) (*metadata
 		}
 		l.askManifests(ctx, order[asked:end], addrs, bucket, key, v)
 		asked = end
-		if m, ok := l.confirmed(v); ok {
+		m, verdict := l.decide(v, first)
+		switch verdict {
+		case verdictFound:
 			if m.Deleted {
 				return nil, errNotFound
 			}
 			return m, nil
-		}
-		if len(v.votes) == 0 && len(v.errs) == 0 {
-			// Every server that would hold the key says it has none.
+		case verdictAbsent:
 			return nil, errNotFound
 		}
 	}
-	switch {
-	case len(v.errs) == 0:
-		// Only unconfirmed versions: writes that did not reach quorum.
-		return nil, errNotFound
-	case len(v.votes) == 0 && len(v.errs) < v.notFound:
-		return nil, errNotFound
+	return nil, fmt.Errorf("%w: %s/%s: %d servers unreachable, %d manifest versions seen, none proven newest: %w",
+		errUnavailable, bucket, key, v.unreachable, len(v.votes), errors.Join(v.errs...))
+}
+
+// manifestOrder is the key's rendezvous order over every known shard
+// server with an address, and the addresses of the live ones. Dead
+// servers stay in the order: skipping them would make the servers after
+// them stand in for holders that are merely down.
+func (l *layer) manifestOrder(bucket, key string) ([]string, map[string]string) {
+	var ids []string
+	for _, m := range l.nodes.Members() {
+		if m.Role == cluster.RoleShard && m.HTTP != "" {
+			ids = append(ids, m.ID)
+		}
 	}
-	return nil, fmt.Errorf("%w: %s/%s: %d manifest versions seen, none confirmed (%d errors): %w",
-		errUnavailable, bucket, key, len(v.votes), len(v.errs), errors.Join(v.errs...))
+	_, addrs := l.liveShards()
+	return placement.Order(placementKey(bucket, key), ids), addrs
 }
 
 func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[string]string, bucket, key string, v *manifestVote) {
 	var mu sync.Mutex
 	var g errgroup.Group
 	for _, id := range nodes {
+		addr, live := addrs[id]
+		if !live {
+			v.unreachable++
+			continue
+		}
 		g.Go(func() error {
-			cur, prev, err := l.shards.GetManifestVersions(ctx, addrs[id], bucket, key)
+			cur, prev, err := l.shards.GetManifestVersions(ctx, addr, bucket, key)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, shardrpc.ErrNotFound):
 				v.notFound++
+				v.answered[id] = true
 			case err != nil:
+				v.unreachable++
 				v.errs = append(v.errs, err)
 			default:
+				v.answered[id] = true
 				for _, m := range append([]*metadata.Manifest{cur}, prev...) {
+					l.clock.observe(m.Version)
 					if _, ok := v.byVersion[m.Version]; !ok {
 						v.byVersion[m.Version] = m
 					}
@@ -217,35 +248,102 @@ func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[stri
 	g.Wait()
 }
 
-// confirmed picks the newest version with enough votes.
-func (l *layer) confirmed(v *manifestVote) (*metadata.Manifest, bool) {
+// verdict is what the answers collected so far prove.
+type verdict int
+
+const (
+	verdictUnsure verdict = iota // ask further along the order, or 503
+	verdictFound                 // the returned manifest is the newest acknowledged version
+	verdictAbsent                // no write of the key was acknowledged
+)
+
+// decide applies the read rules to the answers so far; first is the
+// first batch of the key's order (the placement of a write made while
+// every server was up). A write is acknowledged only once writeQuorum
+// servers of its placement stored its manifest, so a version that fewer
+// servers can hold (its votes plus the members of its placement that did
+// not answer) was never acknowledged: a write that failed, or one still
+// in flight, which may be ordered after this read. Any other version
+// might have been, and the read can neither skip it for an older one nor
+// report the key absent.
+//
+//   - found: the newest readable version (>= k votes) when no newer
+//     version might have been acknowledged;
+//   - absent: no version seen might have been acknowledged, and at most
+//     minK of first did not answer, so every write quorum (k+1 of a
+//     placement within first) has a member that answered;
+//   - unsure otherwise.
+func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, verdict) {
 	var best *metadata.Manifest
 	for ver, m := range v.byVersion {
-		need := 1
-		if c, err := l.code(m.Code); err == nil {
-			need = c.DataShards()
-		}
-		if m.Code == "" {
-			need = 1
-		}
-		if v.votes[ver] < need {
+		if v.votes[ver] < l.readQuorum(m) {
 			continue
 		}
 		if best == nil || best.Version.Less(ver) {
 			best = m
 		}
 	}
-	return best, best != nil
+	for ver, m := range v.byVersion {
+		if best != nil && !best.Version.Less(ver) {
+			continue
+		}
+		possible := v.votes[ver]
+		for _, id := range m.Placement {
+			if !v.answered[id] {
+				possible++
+			}
+		}
+		if possible >= l.writeQuorum(m) {
+			return nil, verdictUnsure
+		}
+	}
+	if best != nil {
+		return best, verdictFound
+	}
+	silent := 0
+	for _, id := range first {
+		if !v.answered[id] {
+			silent++
+		}
+	}
+	if silent <= l.minK {
+		return nil, verdictAbsent
+	}
+	return nil, verdictUnsure
+}
+
+// readQuorum is how many servers must hold a version of m's code for it
+// to be read: k, as many as a decode needs.
+func (l *layer) readQuorum(m *metadata.Manifest) int {
+	if m.Code == "" {
+		return 1
+	}
+	if c, err := l.code(m.Code); err == nil {
+		return c.DataShards()
+	}
+	return 1
+}
+
+// writeQuorum is how many servers store a manifest of m's code before
+// its write is acknowledged: k+1, or the whole placement when smaller.
+func (l *layer) writeQuorum(m *metadata.Manifest) int {
+	if c, err := l.code(m.Code); err == nil {
+		return min(c.DataShards()+1, max(len(m.Placement), 1))
+	}
+	return max(len(m.Placement)/2+1, 1)
 }
 
 // writeManifest stores m on nodes and succeeds when at least quorum of
 // them made it durable (or already hold a newer version, which means this
-// write lost a race it was allowed to lose).
-func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int) error {
+// write lost a race to a write concurrent with it: commit made m newer
+// than every version acknowledged before it began). lease is the holder
+// of the key's lease the writer holds, or shardrpc.NoLease: servers
+// refuse the write while someone else holds the key's lease.
+func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) error {
 	var mu sync.Mutex
 	var stored []string
 	ok, errs := l.onLive(nodes, func(_, addr string) error {
-		if _, _, err := l.shards.PutManifest(ctx, addr, m); err != nil {
+		if _, _, err := l.shards.PutManifestFenced(ctx, addr, m, lease); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -279,14 +377,25 @@ func (l *layer) abortManifest(m *metadata.Manifest, addrs []string) {
 	g.Wait()
 }
 
-// clock hands out manifest versions: wall-clock nanoseconds made strictly
-// increasing within this gateway, tagged with the gateway's ID.
+// clock hands out manifest versions: a hybrid logical clock. A version
+// is the wall clock (plus Config.ClockOffset), but never less than
+// observeStep past any version this gateway has seen, and strictly
+// increasing; writes read the key's versions before they commit (see
+// commit), so a write is newer than every write acknowledged before it
+// began, whatever the clocks of the gateways that made them.
+//
+// The step leaves room below a client's version for a repair switch,
+// which rewrites version V as V.TS+1 (repair/worker_repair.go): a client
+// write made after seeing V stays newer than any switch of V.
 type clock struct {
 	writer string
 	offset time.Duration // Config.ClockOffset
 	mu     sync.Mutex
 	last   int64
 }
+
+// observeStep is how far past a seen version the clock moves.
+const observeStep = int64(time.Microsecond)
 
 func (c *clock) next() metadata.Version {
 	c.mu.Lock()
@@ -297,4 +406,13 @@ func (c *clock) next() metadata.Version {
 	}
 	c.last = now
 	return metadata.Version{TS: now, Writer: c.writer}
+}
+
+// observe moves the clock past v.
+func (c *clock) observe(v metadata.Version) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := v.TS + observeStep; t > c.last {
+		c.last = t
+	}
 }

@@ -7,19 +7,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/regen-s3/regen/internal/placement"
 	"github.com/regen-s3/regen/internal/shardrpc"
 )
 
 // Per-key leases make check-and-set atomic across gateways: a conditional
-// write or a multipart completion holds the key's lease on a majority of
-// the key's first servers (rendezvous order) while it reads the current
-// manifest and writes the new one. Leases expire, so a gateway that dies
-// holding one blocks the key for at most leaseTTL.
+// write, a multipart completion with a precondition or a metadata update
+// holds the key's lease on the servers it will write the manifest to
+// while it reads the current manifest and writes the new one. Every other
+// write of the key is fenced by the same lease: shard servers refuse a
+// manifest write made without the lease while someone holds it (see
+// shardrpc.PutManifestFenced), and refuse the holder's own writes once
+// its lease has expired, so nothing lands between the check and the set.
+// Leases expire, so a gateway that dies holding one blocks the key for at
+// most leaseTTL.
 const (
 	leaseTTL = 30 * time.Second
 	// leaseWait is how long a writer waits for a contended key before
-	// answering ConditionalRequestConflict.
+	// answering ConditionalRequestConflict (conditional) or 503.
 	leaseWait = 10 * time.Second
 )
 
@@ -29,54 +33,72 @@ type keyLease struct {
 	name   string
 	holder string
 	addrs  []string // where it was acquired
+	// until is when the lease runs out: writes under it must be done
+	// before (the servers refuse them after).
+	until time.Time
 }
 
-// lockKey acquires the lease of bucket/key, waiting up to leaseWait for
-// other holders.
-func (l *layer) lockKey(ctx context.Context, bucket, key string) (*keyLease, error) {
-	ids, addrs := l.liveShards()
-	order := placement.Order(placementKey(bucket, key), ids)
-	n := min(len(order), max(l.maxN, 1))
-	if n == 0 {
-		return nil, errUnavailable
-	}
-	servers := order[:n]
-	need := n/2 + 1
-	kl := &keyLease{l: l, name: "obj/" + placementKey(bucket, key), holder: l.clock.writer + "/" + newFileID()}
+// errLeaseHeld: another writer holds the key's lease.
+var errLeaseHeld = apiErr("ConditionalRequestConflict", "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CompleteMultipartUpload request.")
+
+// lockKey acquires the lease of bucket/key on the live servers among
+// nodes, the ones its manifest will be written to, and succeeds once need
+// of them granted it; it waits up to leaseWait for other holders.
+func (l *layer) lockKey(ctx context.Context, bucket, key string, nodes []string, need int) (*keyLease, error) {
+	_, addrs := l.liveShards()
+	kl := &keyLease{l: l, name: shardrpc.LeaseName(bucket, key), holder: l.clock.writer + "/" + newFileID()}
 	deadline := time.Now().Add(leaseWait)
 	for {
-		var got []string
-		held := false
-		ok, errs := l.onLive(servers, func(_, addr string) error {
+		start := time.Now()
+		ok, errs := l.onLive(nodes, func(_, addr string) error {
 			return l.shards.AcquireLease(ctx, addr, kl.name, kl.holder, leaseTTL)
 		})
+		held := false
 		for _, err := range errs {
 			if errors.Is(err, shardrpc.ErrLeaseHeld) {
 				held = true
 			}
 		}
-		for _, id := range servers {
+		kl.addrs = kl.addrs[:0]
+		for _, id := range nodes {
 			if a, live := addrs[id]; live {
-				got = append(got, a)
+				kl.addrs = append(kl.addrs, a)
 			}
 		}
-		kl.addrs = got
 		if ok >= need {
+			// Counted from before the request: the servers' leases run
+			// out no earlier than this.
+			kl.until = start.Add(leaseTTL)
 			return kl, nil
 		}
 		kl.release()
 		if !held || time.Now().After(deadline) {
 			if held {
-				return nil, apiErr("ConditionalRequestConflict", "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CompleteMultipartUpload request.")
+				return nil, errLeaseHeld
 			}
 			return nil, errUnavailable
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Duration(5+rand.IntN(45)) * time.Millisecond):
+		if err := leaseBackoff(ctx); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// leaseBackoff waits a few random milliseconds before a contended key is
+// tried again.
+func leaseBackoff(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(5+rand.IntN(45)) * time.Millisecond):
+		return nil
+	}
+}
+
+// context bounds ctx by the lease's end, so no write under the lease is
+// still being sent when the servers stop honouring it.
+func (kl *keyLease) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, kl.until.Add(-time.Second))
 }
 
 // release gives the lease up everywhere it may have been taken.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/internal/placement"
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/internal/sigv4"
 	"github.com/regen-s3/regen/internal/stripe"
 	"github.com/regen-s3/regen/metadata"
@@ -382,25 +383,27 @@ func (g *Gateway) deleteObject(c *fiber.Ctx, req *request) error {
 	return nil
 }
 
-// deleteKey writes a tombstone over the key's current version; deleting a
-// missing key succeeds, as in S3.
+// deleteKey writes a tombstone over the key's current version, on a
+// write quorum of its placement, before it reports success; deleting a
+// key that is provably absent succeeds, as in S3. When too few servers
+// answer to tell, it fails with errUnavailable (503), never with a
+// success that did nothing.
 func (g *Gateway) deleteKey(ctx context.Context, bucket, key string) error {
-	m, err := g.layer.readManifest(ctx, bucket, key)
-	if errors.Is(err, errNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	tomb := &metadata.Manifest{
-		Bucket: m.Bucket, Key: m.Key, Version: g.layer.clock.next(), Deleted: true,
-		Code: m.Code, Placement: m.Placement, Modified: time.Now().UTC(),
-	}
-	quorum := len(m.Placement)/2 + 1
-	if code, err := g.layer.code(m.Code); err == nil {
-		quorum = min(code.DataShards()+1, len(m.Placement))
-	}
-	return g.layer.writeManifest(ctx, tomb, m.Placement, quorum)
+	return g.layer.fenced(ctx, func() error {
+		m, err := g.layer.readManifest(ctx, bucket, key)
+		if errors.Is(err, errNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		tomb := &metadata.Manifest{
+			Bucket: m.Bucket, Key: m.Key, Version: g.layer.clock.next(), Deleted: true,
+			Code: m.Code, Placement: m.Placement,
+		}
+		tomb.Modified = time.Unix(0, tomb.Version.TS).UTC()
+		return g.layer.writeManifest(ctx, tomb, m.Placement, g.layer.writeQuorum(m), shardrpc.NoLease)
+	})
 }
 
 // bodyErr maps errors met while reading a request body.

@@ -62,6 +62,9 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 			return nil, err
 		}
 		g.layer.maxN = max(g.layer.maxN, c.TotalShards())
+		if g.layer.minK == 0 || c.DataShards() < g.layer.minK {
+			g.layer.minK = c.DataShards()
+		}
 	}
 	lim := cfg.Limits
 	g.app = fiber.New(fiber.Config{

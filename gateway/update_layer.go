@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/regen-s3/regen/metadata"
 )
@@ -39,36 +40,53 @@ func (l *layer) updateBucket(ctx context.Context, cache *bucketCache, name strin
 // metadata (tags, ACL), never parts, placement or size. It returns the
 // stored manifest; errNotFound if the key has no object.
 //
-// For now it holds the key's lease (as conditional writes do, so it
-// serialises with them and with repair's manifest switch), reads the
-// current manifest and writes it back with a new version to the servers of
-// its placement. The shard files are shared by both versions, so the
-// replaced one frees nothing (shard GC only collects files the current
-// version no longer references).
+// It holds the key's lease on the current version's placement (as
+// conditional writes do, so it serialises with them and fences every
+// other write of the key), reads the current manifest again under it and
+// writes it back with a new version to the same servers. The shard files
+// are shared by both versions, so the replaced one frees nothing (shard
+// GC only collects files the current version no longer references).
 func (l *layer) updateObject(ctx context.Context, bucket, key string, fn func(*metadata.Manifest) error) (*metadata.Manifest, error) {
-	kl, err := l.lockKey(ctx, bucket, key)
+	for {
+		before, err := l.readManifest(ctx, bucket, key)
+		if err != nil {
+			return nil, err
+		}
+		m, retry, err := l.updateLocked(ctx, before, fn)
+		if !retry {
+			return m, err
+		}
+	}
+}
+
+// updateLocked is one try of updateObject under the lease of before's
+// placement; retry when the key moved to another placement meanwhile.
+func (l *layer) updateLocked(ctx context.Context, before *metadata.Manifest, fn func(*metadata.Manifest) error) (_ *metadata.Manifest, retry bool, _ error) {
+	quorum := l.writeQuorum(before)
+	kl, err := l.lockKey(ctx, before.Bucket, before.Key, before.Placement, quorum)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer kl.release()
-	cur, err := l.readManifest(ctx, bucket, key)
+	lctx, cancel := kl.context(ctx)
+	defer cancel()
+	cur, err := l.readManifest(lctx, before.Bucket, before.Key)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if !slices.Equal(cur.Placement, before.Placement) {
+		return nil, true, nil
 	}
 	m := *cur
 	if err := fn(&m); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if m.Size != cur.Size || len(m.Parts) != len(cur.Parts) || len(m.Placement) != len(cur.Placement) {
-		return nil, errors.New("updateObject: fn changed the object's data")
+		return nil, false, errors.New("updateObject: fn changed the object's data")
 	}
 	m.Version = l.clock.next()
-	quorum := len(m.Placement)/2 + 1
-	if c, err := l.code(m.Code); err == nil {
-		quorum = min(c.DataShards()+1, len(m.Placement))
+	if err := l.writeManifest(lctx, &m, m.Placement, quorum, kl.holder); err != nil {
+		return nil, false, err
 	}
-	if err := l.writeManifest(ctx, &m, m.Placement, quorum); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	return &m, false, nil
 }

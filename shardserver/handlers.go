@@ -153,6 +153,14 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if fence := r.URL.Query().Get(shardrpc.ParamLease); fence != "" {
+		done, err := s.leases.admit(shardrpc.LeaseName(m.Bucket, m.Key), fence, s.now())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer done()
+	}
 	res, err := s.meta.PutManifest(r.Context(), &m)
 	if err != nil {
 		s.fail(w, r, err)

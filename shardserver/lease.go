@@ -22,6 +22,11 @@ const maxLeaseTTL = time.Minute
 type leaseTable struct {
 	mu     sync.Mutex
 	leases map[string]lease
+	// inflight counts the fenced manifest writes of each lease name that
+	// were admitted and are being stored: a lease is not granted to a new
+	// holder while a write admitted without it is still landing, so the
+	// check and the store are atomic against acquisitions.
+	inflight map[string]int
 }
 
 type lease struct {
@@ -36,8 +41,12 @@ func (t *leaseTable) acquire(name, holder string, ttl time.Duration, now time.Ti
 	if t.leases == nil {
 		t.leases = map[string]lease{}
 	}
-	if l, ok := t.leases[name]; ok && l.holder != holder && now.Before(l.expires) {
+	l, ok := t.leases[name]
+	if ok && l.holder != holder && now.Before(l.expires) {
 		return fmt.Errorf("%w: %s until %s", shardrpc.ErrLeaseHeld, name, l.expires.Format(time.RFC3339Nano))
+	}
+	if held := ok && l.holder == holder && now.Before(l.expires); !held && t.inflight[name] > 0 {
+		return fmt.Errorf("%w: %s: %d writes landing", shardrpc.ErrLeaseHeld, name, t.inflight[name])
 	}
 	t.leases[name] = lease{holder: holder, expires: now.Add(ttl)}
 	// Expired leases are dropped lazily, a few per acquisition, so the
@@ -52,6 +61,35 @@ func (t *leaseTable) acquire(name, holder string, ttl time.Duration, now time.Ti
 		}
 	}
 	return nil
+}
+
+// admit lets a client's manifest write of lease name proceed: holder is
+// the lease holder the writer claims, or shardrpc.NoLease for a writer
+// without one. A claimed lease must be held by holder and live; a write
+// without one is refused while anyone holds the lease. An admitted write
+// counts as in flight until done is called.
+func (t *leaseTable) admit(name, holder string, now time.Time) (done func(), err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.leases[name]
+	live := ok && now.Before(l.expires)
+	switch {
+	case holder == shardrpc.NoLease && live:
+		return nil, fmt.Errorf("%w: %s until %s", shardrpc.ErrLeaseHeld, name, l.expires.Format(time.RFC3339Nano))
+	case holder != shardrpc.NoLease && (!live || l.holder != holder):
+		return nil, fmt.Errorf("%w: %s is not held by %s", shardrpc.ErrLeaseHeld, name, holder)
+	}
+	if t.inflight == nil {
+		t.inflight = map[string]int{}
+	}
+	t.inflight[name]++
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.inflight[name]--; t.inflight[name] <= 0 {
+			delete(t.inflight, name)
+		}
+	}, nil
 }
 
 func (t *leaseTable) release(name, holder string) {

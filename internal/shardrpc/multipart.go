@@ -37,7 +37,18 @@ const (
 	ParamIDMarker  = "id_marker"
 	ParamName      = "name"
 	ParamHolder    = "holder"
+	// ParamLease fences a client's manifest write against per-key leases
+	// (PutManifestFenced): the lease holder, or NoLease.
+	ParamLease = "lease"
 )
+
+// NoLease is the fence of a write made without a lease: the server
+// refuses it while any other writer holds the key's lease.
+const NoLease = "-"
+
+// LeaseName is the name of the per-key lease of bucket/key, the one the
+// shard server checks client manifest writes against.
+func LeaseName(bucket, key string) string { return "obj/" + bucket + "/" + key }
 
 // CodeLeaseHeld is the error code of a lease held by someone else.
 const CodeLeaseHeld = "LeaseHeld"
