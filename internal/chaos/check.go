@@ -1,0 +1,375 @@
+package chaos
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The checker has two parts, both pure functions of the history:
+//
+//   - porcupine decides whether each key's history is linearizable
+//     against a register whose value is the object's hash or absent. It
+//     is the judge: a key it finds illegal is a violation.
+//   - witness rules name the kind of a violation from a few operations
+//     that prove it on their own (a read that returned a value an
+//     acknowledged write had replaced before the read began, and so on).
+//     They make the figures (lost, stale, resurrected, ...) and the report
+//     readable, and they still convict when porcupine runs out of time.
+//
+// Indeterminate writes (an error, a timeout, a lost connection) may take
+// effect at any moment after their invocation, or never: porcupine gets
+// them with a completion after every other operation, where taking effect
+// and not taking effect are the same. Failed reads tell nothing and are
+// left out.
+
+// Finding kinds.
+const (
+	Lost        = "lost"        // a read found no object although an acknowledged write, and no DELETE that could follow it, preceded the read
+	Stale       = "stale"       // a read returned a value an acknowledged PUT had replaced before the read began
+	Resurrected = "resurrected" // a read returned a value an acknowledged DELETE had removed before the read began
+	Corrupt     = "corrupt"     // a read returned bytes no PUT wrote, or a refused PUT's value, or one before its PUT began
+	Conflict    = "conflict"    // two conditional PUTs both succeeded where only one could
+	Unreadable  = "unreadable"  // the final read, after the nemesis healed, still failed
+)
+
+// Finding is one proven violation and the operations that prove it.
+type Finding struct {
+	Kind string `json:"kind"`
+	Key  string `json:"key"`
+	Why  string `json:"why"`
+	Ops  []Op   `json:"ops"`
+}
+
+func (f Finding) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %s", f.Kind, f.Key, f.Why)
+	for _, o := range f.Ops {
+		b.WriteString("\n    " + o.String())
+	}
+	return b.String()
+}
+
+// Report is the checker's verdict on a history.
+type Report struct {
+	Ops    int `json:"ops"`
+	Acked  int `json:"acked"`  // writes acknowledged with a 2xx
+	Failed int `json:"failed"` // operations that failed (indeterminate writes, failed reads)
+	Keys   int `json:"keys"`
+
+	Lost        int `json:"lost"`
+	Stale       int `json:"stale"`
+	Resurrected int `json:"resurrected"`
+	Corrupt     int `json:"corrupt"`
+	Conflicts   int `json:"conflicts"`
+	Unreadable  int `json:"unreadable"`
+	// Violations counts the keys whose history is not linearizable (or
+	// has a finding); Unknown those porcupine could not decide in time
+	// and no witness rule convicted.
+	Violations int `json:"violations"`
+	Unknown    int `json:"unknown"`
+
+	Findings []Finding `json:"findings,omitempty"`
+	// Illegal lists the keys porcupine found not linearizable, and
+	// Visualizations the HTML files it drew of them.
+	Illegal        []string `json:"illegal,omitempty"`
+	Visualizations []string `json:"visualizations,omitempty"`
+}
+
+// CheckOptions tune Check.
+type CheckOptions struct {
+	// Timeout bounds porcupine on one key (0: no bound). Linearizability
+	// checking is NP-hard; a key it cannot decide counts as Unknown.
+	Timeout time.Duration
+	// VizDir, if set, receives one porcupine visualization (HTML) per
+	// illegal key.
+	VizDir string
+}
+
+// Check judges a history: per-key linearizability and the witness rules.
+func Check(ops []Op, opt CheckOptions) Report {
+	r := Report{Ops: len(ops)}
+	var horizon time.Duration
+	for _, o := range ops {
+		horizon = max(horizon, o.End)
+		if o.write() && o.Result == OK {
+			r.Acked++
+		}
+		if o.Result == Failed {
+			r.Failed++
+		}
+	}
+	horizon += time.Second
+	m, keys := byKey(ops)
+	r.Keys = len(keys)
+	for _, key := range keys {
+		kops := m[key]
+		found := witnesses(key, kops)
+		for _, f := range found {
+			switch f.Kind {
+			case Lost:
+				r.Lost++
+			case Stale:
+				r.Stale++
+			case Resurrected:
+				r.Resurrected++
+			case Corrupt:
+				r.Corrupt++
+			case Conflict:
+				r.Conflicts++
+			case Unreadable:
+				r.Unreadable++
+			}
+		}
+		r.Findings = append(r.Findings, found...)
+		hist := porcupineOps(kops, horizon)
+		res := porcupine.CheckOperationsTimeout(registerModel, hist, opt.Timeout)
+		switch {
+		case res == porcupine.Illegal:
+			r.Illegal = append(r.Illegal, key)
+			if opt.VizDir != "" {
+				if p, err := visualize(key, hist, opt); err == nil {
+					r.Visualizations = append(r.Visualizations, p)
+				} else {
+					r.Findings = append(r.Findings, Finding{Kind: "note", Key: key, Why: "visualization: " + err.Error()})
+				}
+			}
+		case res == porcupine.Unknown && len(found) == 0:
+			r.Unknown++
+		}
+		if res == porcupine.Illegal || len(found) > 0 {
+			r.Violations++
+		}
+	}
+	return r
+}
+
+// porcupineOps turns one key's operations into porcupine's: failed reads
+// are dropped, failed writes complete at the horizon.
+func porcupineOps(ops []Op, horizon time.Duration) []porcupine.Operation {
+	out := make([]porcupine.Operation, 0, len(ops))
+	for _, o := range ops {
+		end := o.End
+		if o.Result == Failed {
+			if !o.write() {
+				continue
+			}
+			end = horizon
+		}
+		out = append(out, porcupine.Operation{ClientId: o.Client, Input: o, Call: int64(o.Start), Return: int64(end)})
+	}
+	return out
+}
+
+// registerModel is one key: its state is the value's hash, "" when the
+// key has no object.
+var registerModel = porcupine.Model{
+	Init: func() any { return "" },
+	Step: func(state, input, _ any) (bool, any) {
+		return step(state.(string), input.(Op))
+	},
+	Hash: func(state any) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(state.(string)))
+		return h.Sum64()
+	},
+	DescribeOperation: func(input, _ any) string { return input.(Op).String() },
+	DescribeState:     func(state any) string { return short(state.(string)) },
+}
+
+// step is the register's sequential specification: whether o can happen
+// in state cur, and the state after it.
+func step(cur string, o Op) (bool, string) {
+	switch o.Kind {
+	case Get, Head:
+		switch o.Result {
+		case OK:
+			return cur == o.Value && cur != "", cur
+		case NotFound:
+			return cur == "", cur
+		}
+		return true, cur // a failed read is no constraint (not passed in)
+	case Delete:
+		switch o.Result {
+		case OK, Failed:
+			return true, ""
+		}
+		return false, cur
+	case Put:
+		var holds bool
+		var refusal Result // the answer when the precondition fails
+		switch o.Cond {
+		case NoCond:
+			holds = true
+		case IfNoneMatch:
+			holds, refusal = cur == "", PreconditionFailed
+		case IfMatch:
+			holds = cur != "" && cur == o.Match
+			refusal = PreconditionFailed
+			if cur == "" {
+				refusal = NotFound
+			}
+		}
+		switch o.Result {
+		case OK:
+			return holds, o.Value
+		case Failed:
+			if holds {
+				return true, o.Value
+			}
+			return true, cur
+		case PreconditionFailed, NotFound:
+			return !holds && o.Result == refusal, cur
+		}
+	}
+	return false, cur
+}
+
+// visualize writes porcupine's drawing of one key's history to VizDir.
+func visualize(key string, hist []porcupine.Operation, opt CheckOptions) (string, error) {
+	res, info := porcupine.CheckOperationsVerbose(registerModel, hist, opt.Timeout)
+	if res != porcupine.Illegal {
+		return "", fmt.Errorf("the verbose check answered %s", res)
+	}
+	if err := os.MkdirAll(opt.VizDir, 0o755); err != nil {
+		return "", err
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(key) + ".html"
+	path := filepath.Join(opt.VizDir, name)
+	if err := porcupine.VisualizePath(registerModel, info, path); err != nil {
+		return "", fmt.Errorf("visualize %s: %w", key, err)
+	}
+	return path, nil
+}
+
+// forever stands for the completion of an indeterminate write.
+const forever = time.Duration(math.MaxInt64)
+
+// end is when o completed, or forever for an indeterminate write (it may
+// take effect any time after its invocation).
+func end(o Op) time.Duration {
+	if o.Result == Failed && o.write() {
+		return forever
+	}
+	return o.End
+}
+
+// witnesses applies the witness rules to one key's operations. Each rule
+// only fires on operations that are a violation on their own, whatever
+// else happened: a finding never needs porcupine to be believed.
+func witnesses(key string, ops []Op) []Finding {
+	writer := map[string]Op{}
+	for _, o := range ops {
+		if o.Kind == Put {
+			writer[o.Value] = o
+		}
+	}
+	var out []Finding
+	add := func(kind, why string, ops ...Op) {
+		out = append(out, Finding{Kind: kind, Key: key, Why: why, Ops: ops})
+	}
+	for _, r := range ops {
+		if r.Kind != Get && r.Kind != Head {
+			continue
+		}
+		switch r.Result {
+		case Failed:
+			if r.Final {
+				add(Unreadable, "the read after the nemesis healed still failed", r)
+			}
+		case OK:
+			w, ok := writer[r.Value]
+			switch {
+			case !ok:
+				add(Corrupt, "the read returned a value no PUT wrote", r)
+				continue
+			case w.Result == PreconditionFailed || w.Result == NotFound:
+				add(Corrupt, "the read returned the value of a PUT that was refused", w, r)
+				continue
+			case w.Start > r.End:
+				add(Corrupt, "the read returned a value before its PUT began", r, w)
+				continue
+			case w.Result != OK:
+				continue // an indeterminate write may take effect any time
+			}
+			// The latest acknowledged write that began after w ended and
+			// ended before r began replaced w for good.
+			var by *Op
+			for i, o := range ops {
+				if o.write() && o.Result == OK && o.Value != r.Value && o.Start > w.End && o.End < r.Start {
+					if by == nil || o.End > by.End {
+						by = &ops[i]
+					}
+				}
+			}
+			if by == nil {
+				continue
+			}
+			if by.Kind == Delete {
+				add(Resurrected, "the read returned a value an acknowledged DELETE had removed before the read began", w, *by, r)
+			} else {
+				add(Stale, "the read returned a value an acknowledged PUT had replaced before the read began", w, *by, r)
+			}
+		case NotFound:
+			// The latest acknowledged PUT before r, if no DELETE can fall
+			// between the two.
+			var last *Op
+			for i, o := range ops {
+				if o.Kind == Put && o.Result == OK && o.End < r.Start && (last == nil || o.End > last.End) {
+					last = &ops[i]
+				}
+			}
+			if last == nil {
+				continue
+			}
+			explained := false
+			for _, d := range ops {
+				if d.Kind == Delete && d.Start < r.End && end(d) > last.Start {
+					explained = true
+					break
+				}
+			}
+			if !explained {
+				add(Lost, "the read found no object after an acknowledged PUT, and no DELETE could have removed it", *last, r)
+			}
+		}
+	}
+	// Conditional writers: two If-None-Match: * PUTs can both succeed only
+	// with a DELETE between them; two If-Match PUTs on the same ETag never
+	// (every value is written once, so it cannot come back).
+	for i, a := range ops {
+		if a.Kind != Put || a.Cond == NoCond || a.Result != OK {
+			continue
+		}
+		for _, b := range ops[i+1:] {
+			if b.Kind != Put || b.Cond != a.Cond || b.Result != OK {
+				continue
+			}
+			switch a.Cond {
+			case IfMatch:
+				if a.Match == b.Match {
+					add(Conflict, "two If-Match PUTs on the same ETag both succeeded", a, b)
+				}
+			case IfNoneMatch:
+				lo, hi := min(a.Start, b.Start), max(a.End, b.End)
+				between := false
+				for _, d := range ops {
+					if d.Kind == Delete && d.Start < hi && end(d) > lo {
+						between = true
+						break
+					}
+				}
+				if !between {
+					add(Conflict, "two If-None-Match: * PUTs both succeeded with no DELETE that could fall between them", a, b)
+				}
+			}
+		}
+	}
+	return out
+}
