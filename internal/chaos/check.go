@@ -47,6 +47,7 @@ type Finding struct {
 	Ops  []Op   `json:"ops"`
 }
 
+// String is the finding and its operations, one per line.
 func (f Finding) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s: %s", f.Kind, f.Key, f.Why)

@@ -236,12 +236,16 @@ func (c *DevCluster) RestartShard(ctx context.Context, i int) error {
 	return c.start(ctx, c.shards[i])
 }
 
-// PauseShard SIGSTOPs shard server i; ResumeShard SIGCONTs it.
-func (c *DevCluster) PauseShard(i int) error  { return c.signal(c.shards[i], syscall.SIGSTOP) }
+// PauseShard SIGSTOPs shard server i.
+func (c *DevCluster) PauseShard(i int) error { return c.signal(c.shards[i], syscall.SIGSTOP) }
+
+// ResumeShard SIGCONTs shard server i.
 func (c *DevCluster) ResumeShard(i int) error { return c.signal(c.shards[i], syscall.SIGCONT) }
 
-// KillGateway SIGKILLs the second gateway; RestartGateway starts it again.
+// KillGateway SIGKILLs the second gateway.
 func (c *DevCluster) KillGateway() error { return c.kill(c.gw2) }
+
+// RestartGateway starts the second gateway again, on the same ports.
 func (c *DevCluster) RestartGateway(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 // Kind is what an operation does to its key.
 type Kind uint8
 
+// The operations of the workload.
 const (
 	Put Kind = iota
 	Get
@@ -17,6 +18,7 @@ const (
 	Delete
 )
 
+// String names the kind as HTTP does.
 func (k Kind) String() string {
 	switch k {
 	case Put:
@@ -61,6 +63,7 @@ const (
 	Failed
 )
 
+// String is the result as the history shows it.
 func (r Result) String() string {
 	switch r {
 	case OK:
@@ -98,6 +101,7 @@ type Op struct {
 	Final bool `json:"final,omitempty"`
 }
 
+// String is one line: client, gateway, operation, result, interval.
 func (o Op) String() string {
 	s := fmt.Sprintf("#%d c%d gw%d %s %s", o.ID, o.Client, o.Gateway, o.Kind, o.Key)
 	switch o.Cond {

@@ -59,6 +59,7 @@ type Event struct {
 	What string        `json:"what"`
 }
 
+// String is the event's offset and what happened.
 func (e Event) String() string { return fmt.Sprintf("%8.3fs %s", e.At.Seconds(), e.What) }
 
 // State is what the nemesis is doing now, for the progress line.
