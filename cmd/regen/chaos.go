@@ -23,7 +23,7 @@ type chaosFlags struct {
 	seed, clients, keys, shards    int
 	maxDown                        int
 	chunk, maxValue                int64
-	dir                            string
+	dir, check                     string
 	keep, json                     bool
 }
 
@@ -42,6 +42,7 @@ func (f *chaosFlags) register(o *optionSet) {
 	o.Duration(&f.healTimeout, "heal-timeout", "REGEN_CHAOS_HEAL_TIMEOUT", 2*time.Minute, "longest wait for full redundancy after the run, before the durability reads")
 	o.Duration(&f.checkTO, "check-timeout", "REGEN_CHAOS_CHECK_TIMEOUT", time.Minute, "time limit of the linearizability check of one key (undecided keys are reported as unknown)")
 	o.String(&f.dir, "dir", "REGEN_CHAOS_DIR", "", "directory for the cluster and the report (default: a temp dir, removed unless something failed)")
+	o.String(&f.check, "check", "", "", "check the history.jsonl of an earlier run again (no cluster is started)")
 	o.Bool(&f.keep, "keep", "", false, "keep the cluster's data and logs (and the report) even when the run passes")
 	o.Bool(&f.json, "json", "", false, "print one JSON object (ops, acked, failed, lost, stale, resurrected, violations, max_heal_seconds, seed, duration, ...)")
 }
@@ -80,6 +81,9 @@ func runChaos(ctx context.Context, args []string, stdout io.Writer) error {
 	f.register(o)
 	if err := o.Parse(args, f.Validate); err != nil {
 		return err
+	}
+	if f.check != "" {
+		return chaosRecheck(f, stdout)
 	}
 	if f.seed == 0 {
 		n, _ := rand.Int(rand.Reader, big.NewInt(1<<31))
@@ -134,6 +138,28 @@ func runChaos(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if failed {
 		return fmt.Errorf("%d of %d keys violated linearizability or durability (seed %d); report in %s", res.Violations, res.Keys, res.Seed, res.ReportDir)
+	}
+	return nil
+}
+
+// chaosRecheck checks a recorded history again (--check), with the
+// visualizations beside it.
+func chaosRecheck(f chaosFlags, stdout io.Writer) error {
+	ops, err := chaos.ReadHistory(f.check)
+	if err != nil {
+		return err
+	}
+	var res chaos.RunResult
+	res.Report = chaos.Check(ops, chaos.CheckOptions{Timeout: f.checkTO, VizDir: filepath.Join(filepath.Dir(f.check), "viz")})
+	res.FinalHealSeconds = -1
+	if f.json {
+		b, _ := json.Marshal(chaosJSON(res))
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printChaos(stdout, res)
+	}
+	if res.Failed() {
+		return fmt.Errorf("%d of %d keys violated linearizability or durability", res.Violations, res.Keys)
 	}
 	return nil
 }
@@ -199,7 +225,9 @@ func printChaos(w io.Writer, r chaos.RunResult) {
 	if r.FinalHealSeconds < 0 {
 		final = "not redundant in time"
 	}
-	fmt.Fprintf(w, "  heal to full redundancy: max %.1fs over %d heals (%d not in time), after the run %s\n", r.MaxHealSeconds, r.Heals, r.HealTimeouts, final)
+	if r.Heals > 0 || r.FinalHealSeconds >= 0 { // not for --check
+		fmt.Fprintf(w, "  heal to full redundancy: max %.1fs over %d heals (%d not in time), after the run %s\n", r.MaxHealSeconds, r.Heals, r.HealTimeouts, final)
+	}
 	for _, f := range r.Findings {
 		fmt.Fprintf(w, "\n  %s\n", strings.ReplaceAll(f.String(), "\n", "\n  "))
 	}

@@ -1,11 +1,14 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -37,6 +40,10 @@ const (
 	Corrupt     = "corrupt"     // a read returned bytes no PUT wrote, or a refused PUT's value, or one before its PUT began
 	Conflict    = "conflict"    // two conditional PUTs both succeeded where only one could
 	Unreadable  = "unreadable"  // the final read, after the nemesis healed, still failed
+	// NotLinearizable is porcupine's verdict where no witness rule fired:
+	// the operations are the first completion after which the key's
+	// history has no linearization, and those around it.
+	NotLinearizable = "not-linearizable"
 )
 
 // Finding is one proven violation and the operations that prove it.
@@ -134,6 +141,11 @@ func Check(ops []Op, opt CheckOptions) Report {
 		switch {
 		case res == porcupine.Illegal:
 			r.Illegal = append(r.Illegal, key)
+			if len(found) == 0 {
+				if f, ok := firstIllegal(key, kops, horizon, opt.Timeout); ok {
+					r.Findings = append(r.Findings, f)
+				}
+			}
 			if opt.VizDir != "" {
 				if p, err := visualize(key, hist, opt); err == nil {
 					r.Visualizations = append(r.Visualizations, p)
@@ -166,6 +178,74 @@ func porcupineOps(ops []Op, horizon time.Duration) []porcupine.Operation {
 		out = append(out, porcupine.Operation{ClientId: o.Client, Input: o, Call: int64(o.Start), Return: int64(end)})
 	}
 	return out
+}
+
+// prefix is one key's history as it stood at t, for porcupine: the
+// operations invoked by t, those completed by t as they ended, writes
+// still running as indeterminate, reads still running left out. It is a
+// relaxation of the whole history (and of every later prefix): if it has
+// no linearization, neither has the history.
+func prefix(ops []Op, t, horizon time.Duration) []porcupine.Operation {
+	var cut []Op
+	for _, o := range ops {
+		switch {
+		case o.Start > t:
+		case o.End <= t:
+			cut = append(cut, o)
+		case o.write():
+			o.Result = Failed
+			cut = append(cut, o)
+		}
+	}
+	return porcupineOps(cut, horizon)
+}
+
+// firstIllegal finds the first completion after which the key's history
+// has no linearization (a binary search over prefixes) and returns it
+// with the operations around it.
+func firstIllegal(key string, ops []Op, horizon, timeout time.Duration) (Finding, bool) {
+	var ends []time.Duration
+	for _, o := range ops {
+		if o.determinate() {
+			ends = append(ends, o.End)
+		}
+	}
+	slices.Sort(ends)
+	i := sort.Search(len(ends), func(i int) bool {
+		return porcupine.CheckOperationsTimeout(registerModel, prefix(ops, ends[i], horizon), timeout) == porcupine.Illegal
+	})
+	if i == len(ends) {
+		return Finding{}, false
+	}
+	t := ends[i]
+	var culprit Op
+	for _, o := range ops {
+		if o.determinate() && o.End == t {
+			culprit = o
+		}
+	}
+	// Context: what ran during the culprit and the few seconds before it,
+	// writes first.
+	var around []Op
+	for _, o := range ops {
+		if o.ID != culprit.ID && o.Start <= t && end(o) >= culprit.Start-5*time.Second {
+			around = append(around, o)
+		}
+	}
+	slices.SortStableFunc(around, func(a, b Op) int {
+		if a.write() != b.write() {
+			if a.write() {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	around = around[:min(len(around), 15)]
+	slices.SortFunc(around, func(a, b Op) int { return cmp.Compare(a.Start, b.Start) })
+	return Finding{Kind: NotLinearizable, Key: key,
+		Why: fmt.Sprintf("no linearization of the history up to %.3fs explains this operation's result (first the operation, then those around it)", t.Seconds()),
+		Ops: append([]Op{culprit}, around...)}, true
 }
 
 // registerModel is one key: its state is the value's hash, "" when the
@@ -310,6 +390,24 @@ func witnesses(key string, ops []Op) []Finding {
 				}
 			}
 			if by == nil {
+				// Or a read that began after w ended and ended before r
+				// began saw something else: X was replaced by then (a
+				// write of it, even one that failed, had taken effect),
+				// and a value is written once, so it cannot come back.
+				for i, o := range ops {
+					if (o.Kind == Get || o.Kind == Head) && o.determinate() && o.Value != r.Value &&
+						o.Start > w.End && o.End < r.Start && (by == nil || o.End > by.End) {
+						by = &ops[i]
+					}
+				}
+				if by == nil {
+					continue
+				}
+				if by.Result == NotFound {
+					add(Resurrected, "the read returned a value an earlier read had already found deleted", w, *by, r)
+				} else {
+					add(Stale, "the read returned a value an earlier read had already seen replaced", w, *by, r)
+				}
 				continue
 			}
 			if by.Kind == Delete {

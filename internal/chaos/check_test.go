@@ -161,8 +161,12 @@ func TestPorcupineAloneConvicts(t *testing.T) {
 		add(get("v1"), 1, 2).add(get("v2"), 3, 4).add(get("v1"), 5, 6)
 	dir := t.TempDir()
 	r := Check(b.ops, CheckOptions{Timeout: 10 * time.Second, VizDir: dir})
-	if r.Violations != 1 || len(r.Findings) != 0 || len(r.Illegal) != 1 {
+	if r.Violations != 1 || len(r.Illegal) != 1 || len(r.Findings) != 1 || r.Findings[0].Kind != NotLinearizable {
 		t.Fatalf("want porcupine to convict with no witness: %+v", r)
+	}
+	// The first read of v1 after v2 is where the history breaks.
+	if got := r.Findings[0].Ops[0]; got.ID != 4 {
+		t.Errorf("culprit %v, want the second read of v1", got)
 	}
 	if len(r.Visualizations) != 1 {
 		t.Fatalf("no visualization: %+v", r)
@@ -196,4 +200,25 @@ func TestKeysAreIndependent(t *testing.T) {
 	if r.Keys != 2 {
 		t.Errorf("keys = %d", r.Keys)
 	}
+}
+
+// A write that failed may take effect, but once a reader has seen it, it
+// has: a later read may not return what it replaced. Seen on a 503'd PUT
+// and a 503'd DELETE that readers saw and the store then rolled back.
+func TestRolledBackFailedWriteFails(t *testing.T) {
+	t.Run("put", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", OK), 0, 1).add(put("v2", Failed), 2, 4).add(get("v2"), 3, 3.5).add(get("v1"), 5, 6)
+		wantFinding(t, check(t, b.ops), Stale)
+	})
+	t.Run("delete", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", OK), 0, 1).add(del(Failed), 2, 4).add(getNone(), 3, 3.5).add(get("v1"), 5, 6)
+		wantFinding(t, check(t, b.ops), Resurrected)
+	})
+	t.Run("not yet seen", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", OK), 0, 1).add(put("v2", Failed), 2, 4).add(get("v1"), 3, 3.5).add(get("v2"), 5, 6)
+		wantClean(t, check(t, b.ops))
+	})
 }

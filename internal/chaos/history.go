@@ -1,7 +1,10 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -188,4 +191,24 @@ func byKey(ops []Op) (map[string][]Op, []string) {
 	}
 	sort.Strings(keys)
 	return m, keys
+}
+
+// ReadHistory loads a history.jsonl that a run wrote, to check it again.
+func ReadHistory(path string) ([]Op, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ops []Op
+	dec := json.NewDecoder(f)
+	for {
+		var o Op
+		if err := dec.Decode(&o); err == io.EOF {
+			return ops, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: operation %d: %w", path, len(ops), err)
+		}
+		ops = append(ops, o)
+	}
 }
