@@ -52,6 +52,9 @@ type Finding struct {
 	Key  string `json:"key"`
 	Why  string `json:"why"`
 	Ops  []Op   `json:"ops"`
+	// Nemesis is what the nemesis did from shortly before the first of
+	// Ops to the end of the last (filled in by Run).
+	Nemesis []Event `json:"nemesis,omitempty"`
 }
 
 // String is the finding and its operations, one per line.
@@ -60,6 +63,9 @@ func (f Finding) String() string {
 	fmt.Fprintf(&b, "%s %s: %s", f.Kind, f.Key, f.Why)
 	for _, o := range f.Ops {
 		b.WriteString("\n    " + o.String())
+	}
+	for _, e := range f.Nemesis {
+		b.WriteString("\n    nemesis " + e.String())
 	}
 	return b.String()
 }

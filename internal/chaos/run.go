@@ -178,10 +178,30 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 	ops := w.History.Ops()
 	res.Report = Check(ops, CheckOptions{Timeout: cfg.CheckTimeout, VizDir: filepath.Join(cfg.ReportDir, "viz")})
 	res.Faults = nem.Faults()
+	annotate(res.Findings, nem.Events())
 	if err := writeReport(cfg.ReportDir, ops, nem.Events(), res); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// annotate adds to each finding the nemesis's actions from 15 seconds
+// before its latest operation began until that ended (at most the last
+// eight): the faults in place when the violation showed.
+func annotate(fs []Finding, events []Event) {
+	for i := range fs {
+		var from, to time.Duration
+		for _, o := range fs[i].Ops {
+			from, to = max(from, o.Start), max(to, o.End)
+		}
+		var in []Event
+		for _, e := range events {
+			if e.At >= from-15*time.Second && e.At <= to {
+				in = append(in, e)
+			}
+		}
+		fs[i].Nemesis = in[max(0, len(in)-8):]
+	}
 }
 
 // finalRead reads a key after the heal; a read that fails is retried for
