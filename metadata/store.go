@@ -90,11 +90,14 @@ type PutResult struct {
 	// false or nothing was stored. It is kept as a previous version: its
 	// shard files stay until the replacement is confirmed.
 	Replaced *Manifest
-	// Dropped are the previous versions pushed out by MaxPrevious (the
-	// argument itself when it is older than all of them). Their shard files
-	// may now be garbage; the caller decides (after a delay, so in-flight
-	// reads of them finish).
+	// Dropped are the previous versions pushed out by MaxPreviousKept (the
+	// argument itself when it is one of them). Their shard files may now
+	// be garbage; the caller decides (after a delay, so in-flight reads of
+	// them finish).
 	Dropped []*Manifest
+	// Previous is how many previous versions the key has now; from
+	// MaxPrevious on, the caller should confirm the key at once.
+	Previous int
 }
 
 // ObjectRef names one object.
@@ -161,7 +164,7 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 		if err := s.writeVersions(m.Bucket, m.Key, cur, prev, cur, kept); err != nil {
 			return PutResult{}, err
 		}
-		return PutResult{Kept: !slices.Contains(dropped, m), Current: cur, Dropped: dropped}, nil
+		return PutResult{Kept: !slices.Contains(dropped, m), Current: cur, Dropped: dropped, Previous: len(kept)}, nil
 	}
 	kept, dropped := prev, []*Manifest(nil)
 	if cur != nil {
@@ -170,7 +173,7 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 	if err := s.writeVersions(m.Bucket, m.Key, cur, prev, m, kept); err != nil {
 		return PutResult{}, err
 	}
-	return PutResult{Stored: true, Current: m, Replaced: cur, Dropped: dropped}, nil
+	return PutResult{Stored: true, Current: m, Replaced: cur, Dropped: dropped, Previous: len(kept)}, nil
 }
 
 // GetManifest returns the current manifest of (bucket, key), a tombstone

@@ -136,15 +136,15 @@ func TestPutManifestNewerWinsAnyOrder(t *testing.T) {
 		if got.Version != newest.Version || !got.Deleted {
 			t.Fatalf("trial %d order %v: current %+v, want version %v", trial, order, got.Version, newest.Version)
 		}
-		// The MaxPrevious newest superseded versions are kept, and their
-		// parts stay indexed, until they are dropped.
+		// Every superseded version is kept (fewer than MaxPreviousKept), and
+		// their parts stay indexed, until they are dropped.
 		_, prev, err := s.Versions(ctx, "b", "k")
-		if err != nil || len(prev) != MaxPrevious || prev[0].Version != versions[4].Version || prev[3].Version != versions[1].Version {
+		if err != nil || len(prev) != len(versions)-1 || prev[0].Version != versions[4].Version || prev[4].Version != versions[0].Version {
 			t.Fatalf("trial %d order %v: previous %v, %v", trial, order, prev, err)
 		}
 		owned := func(id string) bool { refs, _ := s.PartOwners(ctx, id); return len(refs) > 0 }
-		if owned("p1") || !owned("p2") || !owned("p5a") || !owned("p5b") {
-			t.Fatalf("trial %d order %v: want p1 unindexed (pushed out), p2, p5a, p5b indexed", trial, order)
+		if !owned("p1") || !owned("p2") || !owned("p5a") || !owned("p5b") {
+			t.Fatalf("trial %d order %v: want p1, p2, p5a, p5b indexed", trial, order)
 		}
 		if _, err := s.DropPrevious(ctx, "b", "k", newest.Version); err != nil {
 			t.Fatal(err)

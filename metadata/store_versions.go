@@ -43,11 +43,32 @@ const (
 	flagPrevious byte = 1 << 2
 )
 
-// MaxPrevious bounds the previous versions kept per key. When a write would
-// keep more, the oldest is dropped (and returned, so its shards can be
-// collected). It takes MaxPrevious failed or unconfirmed overwrites of one
-// key within one confirmation round to push out an acknowledged version.
+// MaxPrevious is how many previous versions a key may gather before its
+// confirmation is due at once rather than after the GC delay
+// (PutResult.Previous tells the caller): a hot key, overwritten many
+// times a second, is confirmed and its replaced versions dropped every
+// few writes, so its versions stay few.
+//
+// It is not a cap. A version is never pushed out for being one too many
+// while it may be the last acknowledged one: after a run of failed
+// overwrites (a gateway that crashes after writing the manifest to some
+// of the servers), the acknowledged version is the oldest previous one,
+// and the servers the failed writes reached hold it nowhere else. Only
+// the confirm job (DropPrevious: a newer version is held by a write
+// quorum) and the rollback of a failed current version take previous
+// versions away, and the bound below.
 const MaxPrevious = 4
+
+// MaxPreviousKept bounds the previous versions kept per key against
+// pathological growth (the confirm job cannot decide while too many
+// servers are unreachable, and writes keep coming). Past it the versions
+// in the middle go (and are returned, so their shards can be collected):
+// the oldest, the last version before the run of unconfirmed ones, and
+// the newest stay. Losing an acknowledged version to it takes more than
+// MaxPreviousKept unconfirmed overwrites of one key between two
+// successful confirm rounds, each after an acknowledged version older
+// than the newest acknowledged one.
+const MaxPreviousKept = 32
 
 func previousPrefix(bucket, key string) []byte {
 	return appendEscaped(bucketPrefix(nsPrevious, bucket), key)
@@ -172,8 +193,9 @@ func (s *Store) previous(bucket, key string) ([]*Manifest, error) {
 	return out, nil
 }
 
-// withPrevious returns prev with m added, newest first, capped at
-// MaxPrevious, and the versions the cap pushed out (possibly m itself).
+// withPrevious returns prev with m added, newest first, within
+// MaxPreviousKept, and the versions the bound pushed out (possibly m
+// itself): those just newer than the oldest, which is kept.
 func withPrevious(prev []*Manifest, m *Manifest) (kept, dropped []*Manifest) {
 	all := append(slices.Clone(prev), m)
 	slices.SortFunc(all, func(a, b *Manifest) int {
@@ -185,8 +207,9 @@ func withPrevious(prev []*Manifest, m *Manifest) (kept, dropped []*Manifest) {
 		}
 		return 0
 	})
-	if len(all) > MaxPrevious {
-		return all[:MaxPrevious], all[MaxPrevious:]
+	if n := len(all); n > MaxPreviousKept {
+		kept = append(slices.Clone(all[:MaxPreviousKept-1]), all[n-1])
+		return kept, slices.Clone(all[MaxPreviousKept-1 : n-1])
 	}
 	return all, nil
 }

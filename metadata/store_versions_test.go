@@ -50,8 +50,10 @@ func TestPreviousVersions(t *testing.T) {
 		{"older arrives, kept as previous", []string{"put 2", "put 1"}, "2 | 1", []string{"p1", "p2"}},
 		{"retry of a previous is a no-op", []string{"put 1", "put 2", "put 1"}, "2 | 1", []string{"p1", "p2"}},
 		{"tombstone replaces, object kept", []string{"put 1", "del 2"}, "2~ | 1", []string{"p1"}},
-		{"cap drops the oldest", []string{"put 1", "put 2", "put 3", "put 4", "put 5", "put 6"}, "6 | 5 4 3 2", []string{"p2", "p3", "p4", "p5", "p6"}},
-		{"cap refuses an older arrival", []string{"put 2", "put 3", "put 4", "put 5", "put 6", "put 1"}, "6 | 5 4 3 2", []string{"p2", "p3", "p4", "p5", "p6"}},
+		// Past MaxPrevious nothing is pushed out: the oldest may be the
+		// acknowledged version, the newer ones failed overwrites.
+		{"past MaxPrevious the oldest stays", []string{"put 1", "put 2", "put 3", "put 4", "put 5", "put 6"}, "6 | 5 4 3 2 1", []string{"p1", "p2", "p3", "p4", "p5", "p6"}},
+		{"past MaxPrevious an older arrival is kept", []string{"put 2", "put 3", "put 4", "put 5", "put 6", "put 1"}, "6 | 5 4 3 2 1", []string{"p1", "p2", "p3", "p4", "p5", "p6"}},
 		{"drop older than", []string{"put 1", "put 2", "put 3", "drop 2"}, "3 | 2", []string{"p2", "p3"}},
 		{"drop all", []string{"put 1", "put 2", "put 3", "drop 3"}, "3 |", []string{"p3"}},
 		{"rollback to newest previous", []string{"put 1", "put 2", "put 3", "rollback 3"}, "2 | 1", []string{"p1", "p2"}},
@@ -104,29 +106,62 @@ func TestPutResultReportsKeptAndDropped(t *testing.T) {
 	ctx := context.Background()
 	s := openMem(t, nil, "n1")
 	for ts := int64(2); ts <= 6; ts++ {
-		if _, err := s.PutManifest(ctx, obj("b", "k", ts, nodes3, fmt.Sprint("p", ts))); err != nil {
+		res, err := s.PutManifest(ctx, obj("b", "k", ts, nodes3, fmt.Sprint("p", ts)))
+		if err != nil || res.Dropped != nil || res.Previous != int(ts-2) {
+			t.Fatalf("write %d: %+v %v", ts, res, err)
+		}
+	}
+	// 6 current, 5 4 3 2 previous: MaxPrevious reached (the caller
+	// confirms at once), nothing pushed out.
+	const top = MaxPreviousKept + 2
+	for ts := int64(7); ts <= top; ts++ {
+		res, err := s.PutManifest(ctx, obj("b", "k", ts, nodes3, fmt.Sprint("p", ts)))
+		if err != nil || res.Dropped != nil {
+			t.Fatalf("write %d: %+v %v", ts, res, err)
+		}
+	}
+	// top current, top-1 .. 2 previous (MaxPreviousKept of them): the next
+	// write pushes out 3, the oldest (2) stays.
+	res, err := s.PutManifest(ctx, obj("b", "k", top+1, nodes3, "pn"))
+	if err != nil || !res.Stored || res.Replaced.Version != ver(top) || len(res.Dropped) != 1 || res.Dropped[0].Version != ver(3) || res.Previous != MaxPreviousKept {
+		t.Fatalf("newer write past the bound: %+v %v", res, err)
+	}
+	_, prev, err := s.Versions(ctx, "b", "k")
+	if err != nil || len(prev) != MaxPreviousKept || prev[len(prev)-1].Version != ver(2) {
+		t.Fatalf("previous versions after the bound: %d, oldest %v, %v", len(prev), prev[len(prev)-1].Version, err)
+	}
+	res, err = s.PutManifest(ctx, obj("b", "k", 5, nodes3, "p5"))
+	if err != nil || res.Stored || res.Kept || res.Dropped != nil || res.Current.Version != ver(top+1) {
+		t.Fatalf("held version: %+v %v", res, err)
+	}
+	if _, err := s.DropPrevious(ctx, "b", "k", ver(top+1)); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.PutManifest(ctx, obj("b", "k", 1, nodes3, "p1"))
+	if err != nil || res.Stored || !res.Kept || res.Dropped != nil || res.Previous != 1 {
+		t.Fatalf("older, room left: %+v %v", res, err)
+	}
+}
+
+// Failed overwrites, however many within MaxPreviousKept, never push out
+// the acknowledged version they replaced.
+func TestFailedOverwritesKeepAcknowledged(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	if _, err := s.PutManifest(ctx, obj("b", "k", 1, nodes3, "acked")); err != nil {
+		t.Fatal(err)
+	}
+	for ts := int64(2); ts <= 2+MaxPrevious*3; ts++ {
+		if _, err := s.PutManifest(ctx, obj("b", "k", ts, nodes3, fmt.Sprint("failed", ts))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// 6 current, 5 4 3 2 previous: the next write pushes out 2.
-	res, err := s.PutManifest(ctx, obj("b", "k", 7, nodes3, "p7"))
-	if err != nil || !res.Stored || res.Replaced.Version != ver(6) || len(res.Dropped) != 1 || res.Dropped[0].Version != ver(2) {
-		t.Fatalf("newer write: %+v %v", res, err)
+	_, prev, err := s.Versions(ctx, "b", "k")
+	if err != nil || prev[len(prev)-1].Version != ver(1) {
+		t.Fatalf("the acknowledged version is gone from the previous versions: %v", err)
 	}
-	res, err = s.PutManifest(ctx, obj("b", "k", 1, nodes3, "p1"))
-	if err != nil || res.Stored || res.Kept || len(res.Dropped) != 1 || res.Dropped[0].Version != ver(1) {
-		t.Fatalf("older than every kept version: %+v %v", res, err)
-	}
-	res, err = s.PutManifest(ctx, obj("b", "k", 5, nodes3, "p5"))
-	if err != nil || res.Stored || res.Kept || res.Dropped != nil || res.Current.Version != ver(7) {
-		t.Fatalf("held version: %+v %v", res, err)
-	}
-	if _, err := s.DropPrevious(ctx, "b", "k", ver(5)); err != nil {
-		t.Fatal(err)
-	}
-	res, err = s.PutManifest(ctx, obj("b", "k", 4, nodes3, "p4"))
-	if err != nil || res.Stored || !res.Kept || res.Dropped != nil {
-		t.Fatalf("older, room left: %+v %v", res, err)
+	if refs, _ := s.PartOwners(ctx, "acked"); len(refs) == 0 {
+		t.Fatal("the acknowledged version's part is no longer indexed (its shards would be collected)")
 	}
 }
 

@@ -97,26 +97,54 @@ type peerAnswer struct {
 }
 
 // askPeers asks the live placement peers of m for their current manifest
-// of m's key. Peers that do not answer are left out.
+// of m's key, and then the live servers of the placements of newer
+// versions they report: a key repaired or overwritten onto other servers
+// while this one was away lives mostly there, and its newer version is
+// confirmed by counting where it lives (with three servers of m's
+// placement lost and rebuilt elsewhere, m's own placement holds only six
+// copies of the repaired version, short of a quorum). Peers that do not
+// answer are left out.
 func (w *Worker) askPeers(ctx context.Context, v nodeView, m *metadata.Manifest) []peerAnswer {
 	var out []peerAnswer
-	for _, id := range m.Placement {
-		ni := v.nodes[id]
-		if id == v.self || !ni.Live {
-			continue
+	asked := map[string]bool{v.self: true}
+	next := m.Placement
+	for range syncAskRounds {
+		var round []string
+		for _, id := range next {
+			if !asked[id] {
+				asked[id] = true
+				round = append(round, id)
+			}
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		cur, err := w.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
-		cancel()
-		switch {
-		case errors.Is(err, shardrpc.ErrNotFound):
-			out = append(out, peerAnswer{id: id, addr: ni.Addr})
-		case err == nil:
-			out = append(out, peerAnswer{id: id, addr: ni.Addr, cur: cur})
+		if len(round) == 0 {
+			break
+		}
+		next = nil
+		for _, id := range round {
+			ni := v.nodes[id]
+			if !ni.Live {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			cur, err := w.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
+			cancel()
+			switch {
+			case errors.Is(err, shardrpc.ErrNotFound):
+				out = append(out, peerAnswer{id: id, addr: ni.Addr})
+			case err == nil:
+				out = append(out, peerAnswer{id: id, addr: ni.Addr, cur: cur})
+				if m.Version.Less(cur.Version) {
+					next = append(next, cur.Placement...)
+				}
+			}
 		}
 	}
 	return out
 }
+
+// syncAskRounds bounds how many placements askPeers follows: a key moved
+// by a repair and then overwritten elsewhere is two hops away.
+const syncAskRounds = 3
 
 // confirmedNewer returns the newest version of m's key, newer than m, that
 // a write quorum of servers hold as current; nil if there is none. Taking
@@ -167,6 +195,8 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 		switch {
 		case a.cur != nil && a.cur.Version == m.Version:
 			holders++
+		case !slices.Contains(m.Placement, a.id):
+			// Asked for a newer version's placement: m is not its to hold.
 		case a.cur == nil || a.cur.Version.Less(m.Version):
 			behind = append(behind, a)
 		}

@@ -338,3 +338,43 @@ func TestFirstHolder(t *testing.T) {
 		})
 	}
 }
+
+// A server back after the repair grace holds m, which three servers of
+// its placement (it, n7, n8) lost meanwhile and a repair switched onto
+// n9..n11. Only six of m's placement hold the repaired version, short of
+// the quorum of 7; counted on the repaired placement, all nine do. The
+// sync must take it (case 2 of issue 16: otherwise the server keeps the
+// stale version, and its shard files, forever).
+func TestSyncFollowsMovedPlacement(t *testing.T) {
+	f := newFakeCluster(12)
+	for _, i := range []int{7, 8} {
+		f.members[i].State = cluster.StateDead
+	}
+	place := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"}
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 10, Writer: "gw"}, Code: "rs-6-3",
+		ChunkSize: 4096, Placement: place, Parts: []metadata.Part{{Number: 1, ID: "f", Size: 100, ShardCRC: make([]uint32, 9)}}}
+	r := *m
+	r.Version = metadata.Version{TS: 11, Writer: "repair-n0"}
+	r.Placement = []string{"n0", "n9", "n2", "n3", "n4", "n5", "n6", "n10", "n11"}
+	f.local = m
+	for _, id := range r.Placement {
+		f.manifests["a"+id[1:]] = &r
+	}
+	w := newTestWorker(t, f, "n1")
+	took, err := w.syncKey(context.Background(), "b", "k")
+	if err != nil || !took {
+		t.Fatalf("syncKey = %v, %v; want the repaired version taken", took, err)
+	}
+	if got := f.manifests["a1"]; got == nil || got.Version != r.Version {
+		t.Fatalf("this server holds %v, want the repaired version %s", got, r.Version)
+	}
+	// Not past the first placement when nothing newer is reported.
+	f2 := newFakeCluster(12)
+	f2.local = m
+	w2 := newTestWorker(t, f2, "n1")
+	for _, a := range w2.askPeers(context.Background(), w2.view(), m) {
+		if !slices.Contains(place, a.id) {
+			t.Errorf("asked %s, outside the placement, with no newer version reported", a.id)
+		}
+	}
+}

@@ -22,18 +22,31 @@ import (
 // version on a few servers only. If those dropped the version it replaced,
 // an acknowledged object could fall below k copies. So the store keeps the
 // replaced version (metadata.Store.Versions), readers count it as a vote,
-// and a confirm job decides its fate after GCDelay by asking the current
-// manifest's placement which versions they hold:
+// and a confirm job decides its fate after GCDelay by asking which versions
+// the servers hold: first the current manifest's placement, then the
+// placements of any newer versions they report (a repair switch or an
+// overwrite made while this server was away can have moved the key to
+// servers this one would not otherwise ask):
 //
 //   - confirmed: the current version, or a newer one, is held (current or
-//     previous) by at least a write quorum of the servers. The previous
-//     versions are dropped and their shard files collected.
-//   - failed: the current version is older than RollbackAfter here, and
-//     even counting every server that did not answer as a holder it is
-//     held by fewer than a write quorum, so no gateway can have
-//     acknowledged it. It is rolled back: the newest previous version is
-//     current again, and the failed version's shard files are collected.
+//     previous) by at least a write quorum of that version's servers. The
+//     previous versions are dropped and their shard files collected.
+//   - failed: the current version is older than RollbackAfter here, no
+//     newer version exists anywhere asked, and even counting every server
+//     that did not answer as a holder it is held by fewer than a write
+//     quorum, so no gateway can have acknowledged it. It is rolled back:
+//     the newest previous version is current again, and the failed
+//     version's shard files are collected.
 //   - otherwise the job asks again after ConfirmRetry.
+//
+// A newer version seen anywhere, confirmed or not, rules a rollback out:
+// the current version was replaced, not failed. The servers that hold the
+// newer version may well have held this one and dropped it once the newer
+// was confirmed, so its own holders are no longer a count of where it got
+// to (a server back after the repair grace finds its acknowledged version
+// on 1 to 3 servers, the repaired copy on the others). Rolling back would
+// restore an older version than one that was acknowledged. The job waits
+// instead; the manifest sync brings the newer version here, which ends it.
 //
 // Holders are counted by the exact version, never by "holds something
 // newer": a server whose current is a newer failed write may not hold the
@@ -79,13 +92,19 @@ const (
 )
 
 // decide is the pure core of a confirm job: cur is this server's current
-// manifest, t what its placement said, age how long cur has been current
+// manifest, t what the servers said (cur's placement and the placements
+// of the newer versions they reported), age how long cur has been current
 // here, quorum the write quorum of a manifest.
 func decide(cur *metadata.Manifest, t tally, age, rollbackAfter time.Duration, quorum func(*metadata.Manifest) int) verdict {
+	replaced := false
 	for v, m := range t.manifests {
 		if !v.Less(cur.Version) && t.holders[v] >= quorum(m) {
 			return verdictConfirm
 		}
+		replaced = replaced || cur.Version.Less(v)
+	}
+	if replaced {
+		return verdictRetry
 	}
 	if age >= rollbackAfter && t.holders[cur.Version]+t.unreachable < quorum(cur) {
 		return verdictRollBack
@@ -122,8 +141,14 @@ func (s *Server) code(name string) (codec.Code, error) {
 // due after GCDelay. A failure is logged: the previous versions then stay
 // until the key's next write queues another job, which is the safe side.
 func (s *Server) enqueueConfirm(ctx context.Context, cur *metadata.Manifest) {
+	s.enqueueConfirmAfter(ctx, cur, s.cfg.GCDelay)
+}
+
+// enqueueConfirmAfter queues a confirm job for the current version of a
+// key, due after delay.
+func (s *Server) enqueueConfirmAfter(ctx context.Context, cur *metadata.Manifest, delay time.Duration) {
 	now := s.now()
-	j := metadata.ConfirmJob{Bucket: cur.Bucket, Key: cur.Key, Version: cur.Version, Since: now, Due: now.Add(s.cfg.GCDelay)}
+	j := metadata.ConfirmJob{Bucket: cur.Bucket, Key: cur.Key, Version: cur.Version, Since: now, Due: now.Add(delay)}
 	if err := s.meta.EnqueueConfirm(ctx, j); err != nil {
 		s.log.Error("enqueue confirm", "bucket", cur.Bucket, "key", cur.Key, "err", err)
 	}
@@ -202,9 +227,10 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool,
 		}
 		// NB: a job confirmed on its first run is GCDelay past the write
 		// that made the previous versions stale; a retried one may have
-		// been confirmed only now, so in-flight reads get GCDelay more.
+		// been confirmed only now, and one run early (MaxPrevious) sooner,
+		// so in-flight reads get GCDelay more.
 		due := s.now()
-		if j.Due.Sub(j.Since) > s.cfg.GCDelay {
+		if j.Due.Sub(j.Since) != s.cfg.GCDelay {
 			due = due.Add(s.cfg.GCDelay)
 		}
 		for _, d := range dropped {
@@ -236,37 +262,69 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool,
 	return false, nil
 }
 
-// ask tallies which versions of cur's key the servers of cur's placement
-// hold, this one included.
+// askRounds bounds how many times ask follows the placements of newer
+// versions: a key moved by a repair and then overwritten elsewhere is two
+// hops from the placement this server knows.
+const askRounds = 3
+
+// ask tallies which versions of cur's key the servers hold, this one
+// included: first cur's placement, then, for every version newer than
+// cur that a server reported, the servers of its placement not asked
+// yet, so that a version moved elsewhere is counted where it lives.
 func (s *Server) ask(ctx context.Context, cur *metadata.Manifest, prev []*metadata.Manifest) tally {
 	t := tally{holders: map[metadata.Version]int{}, manifests: map[metadata.Version]*metadata.Manifest{}}
 	// NB: this server counts even when it is not in the placement (a
 	// repair moved its shards away): readers count every server's vote.
 	t.add(cur, prev)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	seen := map[string]bool{s.cfg.NodeID: true}
-	for _, id := range cur.Placement {
-		if seen[id] {
-			continue
+	asked := map[string]bool{s.cfg.NodeID: true}
+	next := cur.Placement
+	for range askRounds {
+		if next = notAsked(next, asked); len(next) == 0 {
+			break
 		}
-		seen[id] = true
+		s.askPeers(ctx, cur.Bucket, cur.Key, next, &t)
+		next = nil
+		for v, m := range t.manifests {
+			if cur.Version.Less(v) {
+				next = append(next, m.Placement...)
+			}
+		}
+	}
+	return t
+}
+
+// notAsked returns the IDs of ids not in asked, once each, and marks them
+// asked.
+func notAsked(ids []string, asked map[string]bool) []string {
+	var out []string
+	for _, id := range ids {
+		if !asked[id] {
+			asked[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// askPeers adds what the servers ids hold of bucket/key to t.
+func (s *Server) askPeers(ctx context.Context, bucket, key string, ids []string, t *tally) {
+	var mu sync.Mutex // NB: the goroutines below count into t
+	var wg sync.WaitGroup
+	for _, id := range ids {
 		addr, ok := "", false
 		if s.cfg.Peers != nil {
 			addr, ok = s.cfg.Peers(id)
 		}
 		if !ok {
-			mu.Lock() // NB: the goroutines below count into t too
+			mu.Lock()
 			t.unreachable++
 			mu.Unlock()
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, confirmCallTimeout)
 			defer cancel()
-			pc, pp, err := s.peers.GetManifestVersions(cctx, addr, cur.Bucket, cur.Key)
+			pc, pp, err := s.peers.GetManifestVersions(cctx, addr, bucket, key)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -278,10 +336,9 @@ func (s *Server) ask(ctx context.Context, cur *metadata.Manifest, prev []*metada
 			default:
 				t.add(pc, pp)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	return t
 }
 
 // enqueueGarbage queues shard files for deletion at due. The GC loop checks

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +86,27 @@ func wide(ts int64, part string) *metadata.Manifest {
 	return m
 }
 
+// elsewhere is a placement sharing six servers with nine: testNode and
+// the last two replaced, as a repair after their loss rebuilds them.
+var elsewhere = []string{"a000000000000000", "b000000000000001", "a000000000000002", "a000000000000003", "a000000000000004",
+	"a000000000000005", "a000000000000006", "b000000000000007", "b000000000000008"}
+
+// moved is m switched by a repair to the elsewhere placement at ts.
+func moved(m *metadata.Manifest, ts int64) *metadata.Manifest {
+	r := *m
+	r.Version = metadata.Version{TS: ts, Writer: "repair-x"}
+	r.Placement = elsewhere
+	return &r
+}
+
+// tomb is a tombstone over m, one tick newer.
+func tomb(m *metadata.Manifest) *metadata.Manifest {
+	r := *m
+	r.Version = metadata.Version{TS: m.Version.TS + 1, Writer: "gw"}
+	r.Deleted, r.Parts = true, nil
+	return &r
+}
+
 func TestDecide(t *testing.T) {
 	v1, v2, v3 := wide(1, "p1"), wide(2, "p2"), wide(3, "p3")
 	q := func(m *metadata.Manifest) int { return min(7, len(m.Placement)) }
@@ -107,7 +129,13 @@ func TestDecide(t *testing.T) {
 		{"all nine hold it", v2, tl(0, v2, 9, v1, 4), time.Minute, verdictConfirm},
 		{"exactly a quorum", v2, tl(2, v2, 7, v1, 9), time.Minute, verdictConfirm},
 		{"a newer version is confirmed", v2, tl(0, v2, 1, v3, 8), time.Minute, verdictConfirm},
-		{"a newer version unconfirmed is no proof", v2, tl(0, v2, 5, v3, 6, v1, 9), time.Hour, verdictRollBack},
+		// A newer version, even unconfirmed, means v2 was replaced: its
+		// servers may have dropped v2 already, so v2's count proves nothing.
+		{"a newer version unconfirmed rules out a rollback", v2, tl(0, v2, 5, v3, 6, v1, 9), time.Hour, verdictRetry},
+		{"back after the grace: v2 here only, its repair on seven elsewhere", v2, tl(2, v2, 1, moved(v2, 3), 7), after, verdictConfirm},
+		{"back after the grace: v2 here only, its repair on six", v2, tl(2, v2, 1, moved(v2, 3), 6), after, verdictRetry},
+		{"back after the grace: a tombstone on another placement", v2, tl(0, v2, 3, tomb(moved(v2, 4)), 9), after, verdictConfirm},
+		{"an older version on a quorum does not confirm", v2, tl(0, v2, 4, v1, 9), time.Minute, verdictRetry},
 		{"four of nine, young", v2, tl(0, v2, 4, v1, 9), time.Minute, verdictRetry},
 		{"four of nine, old, all answered", v2, tl(0, v2, 4, v1, 9), after, verdictRollBack},
 		{"four of nine, old, two silent", v2, tl(2, v2, 4, v1, 7), after, verdictRollBack},
@@ -313,5 +341,87 @@ func TestManifestVersionsOverRPC(t *testing.T) {
 	}
 	if _, _, err := e.client.GetManifestVersions(ctx, e.addr, "", "k"); !errors.Is(err, shardrpc.ErrBadRequest) {
 		t.Fatalf("no bucket: %v", err)
+	}
+}
+
+// A server back after the repair grace (case 2 of issue 16): it holds the
+// acknowledged v2 with v1 previous and a confirm job for v2, long due.
+// Meanwhile v2 was repaired onto another placement (testNode and the last
+// two servers replaced, those two still dead) and the survivors dropped v2
+// once the repair was confirmed. Only this server holds v2 now; counted in
+// v2's own placement, the repaired copy has 6 holders, short of a quorum.
+// v2 must not be rolled back: while the repair's new servers are silent
+// the job waits, and once they answer the repair is confirmed there.
+func TestReturnAfterMoveIsNotRolledBack(t *testing.T) {
+	ce := newConfirmEnv(t, nine[7], nine[8])
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	ce.putManifest(t, v1)
+	ce.putManifest(t, v2)
+	r := moved(v2, 3)
+	for _, id := range elsewhere {
+		if strings.HasPrefix(id, "a") {
+			ce.peers.set(id, peerState{cur: r})
+		} else {
+			ce.peers.set(id, peerState{err: errors.New("connection refused")})
+		}
+	}
+	for range 4 {
+		ce.tick(t, testRollbackAfter)
+		if got := ce.state(t); got != "2 | 1" {
+			t.Fatalf("with the repair's new servers silent: versions %q, want v2 kept current and v1 kept", got)
+		}
+	}
+	for _, id := range elsewhere[1:] {
+		ce.peers.set(id, peerState{cur: r})
+	}
+	ce.tick(t, testRollbackAfter)
+	if got := ce.state(t); got != "2 |" {
+		t.Fatalf("with the repair confirmed on its placement: versions %q, want v1 dropped, v2 kept", got)
+	}
+	if got := counterValue(ce.srv.m.confirms.WithLabelValues("rolled_back")); got != 0 {
+		t.Fatalf("rolled_back = %v", got)
+	}
+	if !ce.exists(t, "p2", 1) {
+		t.Fatal("v2's shard collected")
+	}
+}
+
+// The same for a key deleted after moving: a tombstone on the other
+// placement, held by all its servers, confirms; it is never a reason to
+// restore v1 here.
+func TestReturnAfterDeleteElsewhereIsNotRolledBack(t *testing.T) {
+	ce := newConfirmEnv(t, nine[7], nine[8])
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	ce.putManifest(t, v1)
+	ce.putManifest(t, v2)
+	for _, id := range elsewhere {
+		ce.peers.set(id, peerState{cur: tomb(moved(v2, 3))})
+	}
+	ce.tick(t, testRollbackAfter+testGCDelay)
+	if got := ce.state(t); got != "2 |" {
+		t.Fatalf("versions %q, want v1 dropped (a newer tombstone is confirmed), v2 kept", got)
+	}
+}
+
+// A hot key: with metadata.MaxPrevious previous versions its confirm runs
+// at once, not after GCDelay, so its versions stay few; the dropped
+// versions' shards still wait GCDelay for reads in flight.
+func TestHotKeyConfirmedEarly(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ce.peers.mirror = ce.srv.meta // every peer holds what this server holds
+	ce.putManifest(t, wide(1, "p1"))
+	for ts := int64(2); ts <= 1+metadata.MaxPrevious; ts++ {
+		ce.putManifest(t, wide(ts, "p2"))
+	}
+	ce.tick(t, time.Second)
+	if got := ce.state(t); got != "5 |" {
+		t.Fatalf("versions %q a second after the %dth overwrite, want the previous ones dropped", got, metadata.MaxPrevious)
+	}
+	if !ce.exists(t, "p1", 1) {
+		t.Fatal("v1's shard collected at once; reads in flight get GCDelay")
+	}
+	ce.tick(t, testGCDelay+time.Second)
+	if ce.exists(t, "p1", 1) || !ce.exists(t, "p2", 1) {
+		t.Fatal("want v1's shard collected GCDelay after the early confirmation, p2 kept")
 	}
 }

@@ -53,12 +53,18 @@ func garbage(old, cur *metadata.Manifest, node string) []shardRef {
 // on the spot: a replaced version, or an older one that lost a race, is kept
 // as a previous version until a confirm job has checked that the current
 // version is held by a write quorum (see confirm.go). Only versions pushed
-// out by metadata.MaxPrevious are collected directly, after GCDelay.
-// Failures are logged, not returned: the manifest is stored, and kept
-// versions are only ever too many, never too few.
+// out by metadata.MaxPreviousKept are collected directly, after GCDelay.
+// A key with metadata.MaxPrevious previous versions is confirmed at once
+// as well (a hot key's replaced versions go every few writes, not after
+// a GC delay's worth of them). Failures are logged, not returned: the
+// manifest is stored, and kept versions are only ever too many, never too
+// few.
 func (s *Server) afterPut(ctx context.Context, res metadata.PutResult) {
 	if (res.Stored && res.Replaced != nil) || res.Kept {
 		s.enqueueConfirm(ctx, res.Current)
+	}
+	if res.Previous >= metadata.MaxPrevious {
+		s.enqueueConfirmAfter(ctx, res.Current, 0)
 	}
 	due := s.now().Add(s.cfg.GCDelay)
 	for _, d := range res.Dropped {

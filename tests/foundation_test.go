@@ -241,12 +241,14 @@ func TestWrongCredentials(t *testing.T) {
 	}
 }
 
-// startGateway starts a second gateway that joins the dev cluster.
-func startGateway(t testing.TB, d *devCluster) string {
+// startGateway starts a second gateway that joins the dev cluster, with
+// extra flags (such as --clock-offset) if given.
+func startGateway(t testing.TB, d *devCluster, extra ...string) string {
 	t.Helper()
 	addr, gossip := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(regenBin, "gateway", "--addr", addr, "--gossip", gossip, "--join", d.info.Gateways[0].Gossip,
-		"--gossip-profile", "local", "--storage-class", "STANDARD_IA=clay-6-3")
+	args := []string{"gateway", "--addr", addr, "--gossip", gossip, "--join", d.info.Gateways[0].Gossip,
+		"--gossip-profile", "local", "--storage-class", "STANDARD_IA=clay-6-3"}
+	cmd := exec.Command(regenBin, append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+d.info.Secret, "REGEN_ACCESS_KEY="+d.info.AccessKey, "REGEN_SECRET_KEY="+d.info.SecretKey)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
