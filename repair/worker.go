@@ -178,6 +178,10 @@ type Worker struct {
 	shunned map[string]time.Time
 	wake    chan struct{}
 	sync    chan struct{}
+	// mrf: writes that live servers missed (mrf.go); events wakes its
+	// loop on membership changes.
+	mrf    *mrfQueue
+	events <-chan cluster.Event
 }
 
 // job is the repair of one object version: every part, same destinations,
@@ -223,6 +227,10 @@ type Options struct {
 	// durably (shardserver.Server.WrittenBytes); the disk is re-measured
 	// only while it stands still.
 	WrittenBytes func() int64
+	// Events, if set, are the gossip membership events
+	// (cluster.Node.Events): a server's return wakes the healing of the
+	// writes it missed at once rather than at the next poll (mrf.go).
+	Events <-chan cluster.Event
 }
 
 // New returns a worker; Run starts it.
@@ -248,6 +256,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{}, shunned: map[string]time.Time{},
 		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
 		counts: shardrpc.RepairCounts{ByMethod: map[string]int64{}},
+		mrf:    newMRF(), events: opt.Events,
 	}
 	if w.exec == nil {
 		w.exec = &pullExecutor{shards: shards, w: w}
@@ -265,10 +274,13 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 
 // Run scans, repairs and scrubs until ctx ends.
 func (w *Worker) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	// NB: before calibration, which takes seconds: a server that returns
+	// meanwhile is healed at once.
+	wg.Go(func() { w.runMRF(ctx, w.events) })
 	if w.calibrate {
 		w.calibratePath(ctx)
 	}
-	var wg sync.WaitGroup
 	for range w.cfg.Workers {
 		wg.Go(func() { w.runJobs(ctx) })
 	}

@@ -186,9 +186,9 @@ func confirmedNewer(m *metadata.Manifest, answers []peerAnswer, quorums *quorumC
 //
 // Only m confirmed by a write quorum is handed on, so a failed write is
 // never spread; and only the first server of the placement holding m
-// does it, so the peers get it once. It returns how many peers it gave
-// the manifest.
-func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifest, answers []peerAnswer, quorums *quorumCache) int {
+// does it (unless anyHolder), so the peers get it once. It returns how
+// many peers it gave the manifest.
+func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifest, answers []peerAnswer, quorums *quorumCache, anyHolder bool) int {
 	holders := 1 // this server
 	var behind []peerAnswer
 	for _, a := range answers {
@@ -205,7 +205,7 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 		return 0
 	}
 	for _, id := range m.Placement {
-		if id == v.self {
+		if id == v.self || anyHolder {
 			break
 		}
 		if slices.ContainsFunc(answers, func(a peerAnswer) bool { return a.id == id && a.cur != nil && a.cur.Version == m.Version }) {
@@ -316,7 +316,7 @@ func (w *Worker) syncManifests(ctx context.Context, keep func(*metadata.Manifest
 			if best := confirmedNewer(m, answers, quorums); best != nil {
 				results <- upd{best}
 			} else {
-				healed.Add(int64(w.healMissed(ctx, v, m, answers, quorums)))
+				healed.Add(int64(w.healMissed(ctx, v, m, answers, quorums, false)))
 			}
 			return nil
 		})

@@ -150,7 +150,7 @@ func TestHealMissed(t *testing.T) {
 			}
 			w := newTestWorker(t, f, "n1")
 			v := w.view()
-			w.healMissed(context.Background(), v, m, w.askPeers(context.Background(), v, m), newQuorumCache())
+			w.healMissed(context.Background(), v, m, w.askPeers(context.Background(), v, m), newQuorumCache(), false)
 			slices.Sort(f.puts)
 			if !slices.Equal(f.puts, tc.puts) {
 				t.Errorf("gave the manifest to %v, want %v", f.puts, tc.puts)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/regen-s3/regen/metadata"
 )
 
 // Config configures a shard server. Start from DefaultConfig.
@@ -56,6 +58,10 @@ type Config struct {
 	// confirm jobs. Nil, or ok=false: the peer counts as unreachable, so
 	// replaced versions are kept (never rolled back, never collected).
 	Peers func(nodeID string) (addr string, ok bool)
+	// OnStored, if set, is told of every manifest that became current
+	// here (cmd wires it to the repair worker's queue of writes that
+	// missed a down server, repair.Worker.NoteWrite). It must not block.
+	OnStored func(m *metadata.Manifest)
 	// OnDrain advertises a changed drain flag (cmd wires it to the gossip
 	// meta); it runs after the flag is persisted, one call at a time.
 	// Nil: nothing to tell.

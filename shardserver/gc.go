@@ -66,6 +66,9 @@ func (s *Server) afterPut(ctx context.Context, res metadata.PutResult) {
 	if res.Previous >= metadata.MaxPrevious {
 		s.enqueueConfirmAfter(ctx, res.Current, 0)
 	}
+	if res.Stored && s.cfg.OnStored != nil {
+		s.cfg.OnStored(res.Current)
+	}
 	due := s.now().Add(s.cfg.GCDelay)
 	for _, d := range res.Dropped {
 		s.enqueueGarbage(ctx, garbage(d, res.Current, s.cfg.NodeID), due)

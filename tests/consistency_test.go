@@ -126,6 +126,43 @@ func getBody(c *minio.Client, bucket, key string) ([]byte, error) {
 	return io.ReadAll(obj)
 }
 
+// whole reports, for each (bucket, key), whether every server of the
+// newest manifest's placement holds that manifest as current and its
+// shard of every part with the manifest's CRC: full redundancy.
+func (k *cons) whole(objs [][2]string) error {
+	for _, o := range objs {
+		var m *metadata.Manifest
+		for _, s := range k.d.info.Shards {
+			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cur, err := k.rpc.GetManifest(c, s.Addr, o[0], o[1])
+			cancel()
+			if err == nil && (m == nil || m.Version.Less(cur.Version)) {
+				m = cur
+			}
+		}
+		if m == nil {
+			return fmt.Errorf("%s/%s: no server holds a manifest", o[0], o[1])
+		}
+		for i, id := range m.Placement {
+			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cur, err := k.rpc.GetManifest(c, k.addr(id), o[0], o[1])
+			cancel()
+			if err != nil || cur.Version != m.Version {
+				return fmt.Errorf("%s/%s: server %d (%s) lacks manifest %s (%v)", o[0], o[1], k.idx[id], id, m.Version, err)
+			}
+			for _, p := range m.Parts {
+				c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				info, err := k.rpc.StatShard(c, k.addr(id), p.ID, i)
+				cancel()
+				if err != nil || info.CRC != p.ShardCRC[i] {
+					return fmt.Errorf("%s/%s: server %d (%s) lacks shard %d of part %s (%v)", o[0], o[1], k.idx[id], id, i, p.ID, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // Case 2: an acknowledged version is never rolled back on a server that
 // returns after the repair grace. Three servers of two keys' placements
 // die right after both keys were overwritten (their confirm jobs for the
@@ -271,6 +308,67 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Case 5a: a write acknowledged while one server was down (placed on it:
+// with as many servers as the code's n, and also right after the kill,
+// before gossip noticed) gets all n shards and manifests back soon after
+// the server returns: within 10 s of the gateway seeing it alive, not at
+// the next periodic sync (pushed out to 10 minutes here), repair scan
+// (30 s, the production default: a return noticed by a scan starts a full
+// manifest sync) or repair grace.
+func TestConsistencyCase5HealOnReturn(t *testing.T) {
+	e2e(t)
+	d := startDev(t, "--shards", "9", "--repair-grace", "10m", "--sync-interval", "10m", "--repair-scan", "30s")
+	k := newCons(t, d)
+	const bucket = "case5"
+	mustMakeBucket(t, k.c, bucket)
+	x := d.info.Shards[4].ID
+	var rest []string
+	for _, s := range d.info.Shards {
+		if s.ID != x {
+			rest = append(rest, s.ID)
+		}
+	}
+	args := d.shardArgs(k.idx[x])
+
+	var objs [][2]string
+	write := func(key string, size int64, class string, seed uint64) {
+		opts := minio.PutObjectOptions{DisableMultipart: true, StorageClass: class}
+		if _, err := k.c.PutObject(ctx(t), bucket, key, bytes.NewReader(randomData(size, seed)), size, opts); err != nil {
+			t.Fatalf("PUT %s: %v", key, err)
+		}
+		objs = append(objs, [2]string{bucket, key})
+	}
+	d.killShard(k.idx[x])
+	write("early", 700<<10+1, "", 51) // before gossip noticed
+	k.waitStates(t, 30*time.Second, rest, []string{x})
+	write("striped", 1<<20+7, "", 52)
+	write("small", 4<<10+3, "", 53)
+	write("clay", 900<<10+5, "STANDARD_IA", 54)
+	if err := k.whole(objs); err == nil {
+		t.Fatal("the objects are whole with the server dead: the scenario did not happen")
+	}
+
+	d.restartShard(k.idx[x], args)
+	restarted := time.Now()
+	k.waitStates(t, 30*time.Second, append(slices.Clone(rest), x), nil)
+	back := time.Now()
+	var last error
+	waitFor(t, 90*time.Second, "full redundancy after the return", func() bool {
+		last = k.whole(objs)
+		return last == nil
+	})
+	healed := time.Since(back)
+	t.Logf("server back %s after its restart; every object whole %s after the gateway saw it alive", back.Sub(restarted).Round(100*time.Millisecond), healed.Round(100*time.Millisecond))
+	if healed > 10*time.Second {
+		t.Errorf("full redundancy took %s after the server's return, want at most 10s", healed.Round(100*time.Millisecond))
+	}
+	for _, o := range objs {
+		if _, err := getBody(k.c, o[0], o[1]); err != nil {
+			t.Errorf("GET %s: %v", o[1], err)
+		}
+	}
 }
 
 // Case 5b: MaxPrevious must not push out an acknowledged version. A

@@ -92,7 +92,7 @@ func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheu
 	// group is rebuilt, so they use the client without a response timeout.
 	exec := repair.NewExecutor(shardrpc.New(secret, shardrpc.WithTLS(shardrpc.NewRepairHTTPClient(nil), shardTLS)), cfg.Logger)
 	return repair.New(cfg, srv.Store(), node, shardrpc.New(secret, shardrpc.WithTLS(nil, shardTLS)), repair.Options{Metrics: reg, Executor: exec,
-		CalibratePath: true, CalibrateDir: dataDir, DataPathBytes: srv.DataPathBytes, WrittenBytes: srv.WrittenBytes})
+		CalibratePath: true, CalibrateDir: dataDir, DataPathBytes: srv.DataPathBytes, WrittenBytes: srv.WrittenBytes, Events: node.Events()})
 }
 
 // args passes the flags on to a child shard server.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ import (
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/netlimit"
 	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
 	"github.com/regen-s3/regen/repair"
 	"github.com/regen-s3/regen/shardserver"
 )
@@ -180,6 +182,14 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg.Logger, cfg.Registerer = log, reg
 	cfg.UploadMaxAge, cfg.UploadSweepInterval = f.uploadMaxAge, f.uploadSweep
 	cfg.GCDelay, cfg.RollbackAfter = f.gcDelay, f.rollbackAfter
+	// NB: the repair worker is made after the server; writes stored
+	// before it exists are covered by its full sync at start.
+	var mrf atomic.Pointer[repair.Worker]
+	cfg.OnStored = func(m *metadata.Manifest) {
+		if w := mrf.Load(); w != nil {
+			w.NoteWrite(m)
+		}
+	}
 	// NB: confirm jobs run from srv.Run, which starts after node is set.
 	var node *cluster.Node
 	cfg.Peers = func(id string) (string, bool) {
@@ -246,6 +256,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	mrf.Store(worker)
 	mux := http.NewServeMux()
 	mux.Handle(shardrpc.PathMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle(shardrpc.PathRepairStatus, worker.Handler())

@@ -1,0 +1,343 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Most recently failed writes (MRF, as MinIO calls its queue).
+//
+// A PUT is acknowledged with k+1 of n shards and manifests when some of
+// its servers are down: until it is healed, the object survives n-k-1
+// more failures instead of n-k. The full manifest sync that a server's
+// return starts (runSync) finds such writes too, but only after the next
+// repair scan notices the return (--repair-scan, 30 s by default), a
+// settling pause, and a walk over every manifest with a question to every
+// peer of each; the periodic sync (--sync-interval) and the repair grace
+// are minutes. The MRF heals them as soon as gossip shows the server back.
+//
+// Each server notes the writes it stores whose placement names a server
+// that is not live in its gossip view (NoteWrite), and keeps the writes of
+// the last mrfWindow, so that a server that dies before gossip says so
+// (its writes fail there while it still counts as live), or restarts
+// before anyone sees it die, is covered too: when it turns dead, or comes
+// back with a new boot time, the recent writes placed on it are noted
+// against it. When a noted server is live again, each holder checks the
+// writes it noted with that server: one it lacks is handed its manifest
+// and gets its shards rebuilt in place (healMissed), by the first holder
+// of the placement, or, after mrfForceAfter rounds, by any holder, in case
+// the first one noted nothing (it restarted, or its queue overflowed). A
+// write is handed on only once a write quorum holds it, so a failed write
+// is never spread; one that is not (yet) stays queued until it is, or
+// until it expires after mrfMaxAge, which leaves it to the periodic sync.
+//
+// The queue lives in memory: a server that restarts loses its notes, and
+// the full sync at its start and the other holders' notes cover them.
+
+const (
+	// mrfWindow is how long the writes of a server are remembered in case
+	// it turns out to have been dead already: longer than gossip takes to
+	// declare a dead server dead.
+	mrfWindow = time.Minute
+	// mrfMaxRecent and mrfMaxMissed bound the memory of the queue; past
+	// them the oldest notes go (the periodic sync still finds those
+	// writes).
+	mrfMaxRecent = 1 << 16
+	mrfMaxMissed = 1 << 18
+	// mrfPoll is how often the gossip view is checked when no membership
+	// event wakes the loop, and mrfRetry how often writes noted against a
+	// live server that could not be healed yet are tried again.
+	mrfPoll  = 500 * time.Millisecond
+	mrfRetry = 2 * time.Second
+	// mrfForceAfter is after how many rounds any holder heals a write, not
+	// only the placement's first holder.
+	mrfForceAfter = 3
+	// mrfMaxAge is how long a note is kept.
+	mrfMaxAge = time.Hour
+)
+
+// mrfRef names one object version.
+type mrfRef struct {
+	bucket, key string
+}
+
+// mrfWrite is a write this server stored.
+type mrfWrite struct {
+	at        time.Time
+	ref       mrfRef
+	placement []string
+}
+
+// mrfNote is a write a server missed.
+type mrfNote struct {
+	since  time.Time
+	rounds int
+}
+
+// mrfQueue is the worker's MRF state.
+type mrfQueue struct {
+	mu     sync.Mutex
+	live   map[string]bool // shard servers live at the last look
+	boot   map[string]int64
+	recent []mrfWrite                     // oldest first
+	missed map[string]map[mrfRef]*mrfNote // node ID -> writes it missed
+	count  int                            // notes in missed
+	wake   chan struct{}
+}
+
+func newMRF() *mrfQueue {
+	return &mrfQueue{live: map[string]bool{}, boot: map[string]int64{}, missed: map[string]map[mrfRef]*mrfNote{}, wake: make(chan struct{}, 1)}
+}
+
+// NoteWrite tells the worker that this server stored m as the current
+// version of its key: when m's placement names servers gossip does not
+// show live, they missed it and are healed when they return. The shard
+// server calls it for every manifest that became current; it is cheap
+// (no I/O).
+func (w *Worker) NoteWrite(m *metadata.Manifest) {
+	if m == nil || len(m.Placement) == 0 {
+		return
+	}
+	q := w.mrf
+	now := w.now()
+	ref := mrfRef{m.Bucket, m.Key}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.trim(now)
+	if len(q.recent) >= mrfMaxRecent {
+		q.recent = q.recent[1:]
+	}
+	q.recent = append(q.recent, mrfWrite{at: now, ref: ref, placement: slices.Clone(m.Placement)})
+	if len(q.live) == 0 {
+		return // no view yet: the first look at the members notes these
+	}
+	for _, id := range m.Placement {
+		if id != w.cfg.NodeID && !q.live[id] {
+			q.note(id, ref, now)
+		}
+	}
+}
+
+// trim drops the recent writes older than mrfWindow.
+func (q *mrfQueue) trim(now time.Time) {
+	i := 0
+	for i < len(q.recent) && now.Sub(q.recent[i].at) > mrfWindow {
+		i++
+	}
+	q.recent = q.recent[i:]
+}
+
+func (q *mrfQueue) note(id string, ref mrfRef, now time.Time) {
+	set := q.missed[id]
+	if set == nil {
+		set = map[mrfRef]*mrfNote{}
+		q.missed[id] = set
+	}
+	if _, ok := set[ref]; ok {
+		return
+	}
+	if q.count >= mrfMaxMissed {
+		return // full: the periodic sync finds the rest
+	}
+	set[ref] = &mrfNote{since: now}
+	q.count++
+}
+
+func (q *mrfQueue) done(id string, ref mrfRef) {
+	if set := q.missed[id]; set != nil {
+		if _, ok := set[ref]; ok {
+			delete(set, ref)
+			q.count--
+		}
+		if len(set) == 0 {
+			delete(q.missed, id)
+		}
+	}
+}
+
+// look compares the gossip view with the last one: servers that turned
+// dead or restarted get the recent writes placed on them noted, and it
+// returns whether a server with notes is back.
+func (q *mrfQueue) look(v nodeView, self string, now time.Time) (back bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.trim(now)
+	first := len(q.live) == 0
+	for id, ni := range v.nodes {
+		if id == self {
+			continue
+		}
+		was, seen := q.live[id]
+		restarted := seen && q.boot[id] != 0 && v.boot[id] != q.boot[id]
+		if (!ni.Live && (was || first)) || restarted {
+			// It may have been dead for a while before gossip said so (or
+			// restarted unseen): the recent writes placed on it missed it.
+			for _, wr := range q.recent {
+				if slices.Contains(wr.placement, id) {
+					q.note(id, wr.ref, now)
+				}
+			}
+		}
+		if ni.Live && (!was || restarted) && len(q.missed[id]) > 0 {
+			back = true
+		}
+		q.live[id] = ni.Live
+		if v.boot[id] != 0 {
+			q.boot[id] = v.boot[id]
+		}
+	}
+	return back
+}
+
+// pending returns the live servers with notes.
+func (q *mrfQueue) pending() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for id, set := range q.missed {
+		if q.live[id] && len(set) > 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// runMRF heals the writes returned servers missed, woken by membership
+// events (events may be nil) and polling the gossip view every mrfPoll.
+func (w *Worker) runMRF(ctx context.Context, events <-chan cluster.Event) {
+	tick := time.NewTicker(mrfPoll)
+	defer tick.Stop()
+	var lastPass time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+		case <-w.mrf.wake:
+		case <-tick.C:
+		}
+		back := w.mrf.look(w.view(), w.cfg.NodeID, w.now())
+		if !back && w.now().Sub(lastPass) < mrfRetry {
+			continue
+		}
+		lastPass = w.now()
+		if n := w.mrfPass(ctx); n > 0 {
+			w.log.Info("mrf: healed writes returned servers missed", "writes", n)
+		}
+	}
+}
+
+// mrfPass tries every write noted against a live server once; it returns
+// how many are whole there now.
+func (w *Worker) mrfPass(ctx context.Context) int {
+	ids := w.mrf.pending()
+	if len(ids) == 0 {
+		return 0
+	}
+	v := w.view()
+	type item struct {
+		id    string
+		ref   mrfRef
+		force bool
+	}
+	var items []item
+	now := w.now()
+	w.mrf.mu.Lock()
+	for _, id := range ids {
+		for ref, n := range w.mrf.missed[id] {
+			if now.Sub(n.since) > mrfMaxAge {
+				w.mrf.done(id, ref)
+				continue
+			}
+			n.rounds++
+			items = append(items, item{id, ref, n.rounds > mrfForceAfter})
+		}
+	}
+	w.mrf.mu.Unlock()
+	quorums := newQuorumCache()
+	var mu sync.Mutex
+	healed := 0
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, it := range items {
+		g.Go(func() error {
+			if w.mrfHeal(ctx, v, it.id, it.ref, it.force, quorums) {
+				w.mrf.mu.Lock()
+				w.mrf.done(it.id, it.ref)
+				w.mrf.mu.Unlock()
+				mu.Lock()
+				healed++
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	return healed
+}
+
+// mrfHeal heals one write server id missed; it returns true when there is
+// nothing left to do for it here (id holds the version and its shards, or
+// the key moved on or away from id).
+func (w *Worker) mrfHeal(ctx context.Context, v nodeView, id string, ref mrfRef, force bool, quorums *quorumCache) bool {
+	m, err := w.store.GetManifest(ctx, ref.bucket, ref.key)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	idx := slices.Index(m.Placement, id)
+	ni := v.nodes[id]
+	if idx < 0 {
+		return true
+	}
+	if !ni.Live {
+		return false
+	}
+	if w.holdsWhole(ctx, ni.Addr, m, idx) {
+		return true
+	}
+	answers := w.askPeers(ctx, v, m)
+	if best := confirmedNewer(m, answers, quorums); best != nil {
+		// This server is behind itself: take the newer version; the
+		// next round checks id against it.
+		if self := v.nodes[v.self]; self.Addr != "" {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			w.shards.PutManifest(cctx, self.Addr, best)
+			cancel()
+		}
+		return false
+	}
+	w.healMissed(ctx, v, m, answers, quorums, force)
+	return false
+}
+
+// holdsWhole reports whether the server at addr holds m (or a newer
+// version) as current and, when it holds m, its shard idx of every part.
+func (w *Worker) holdsWhole(ctx context.Context, addr string, m *metadata.Manifest, idx int) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cur, err := w.shards.GetManifest(cctx, addr, m.Bucket, m.Key)
+	if err != nil || cur.Version.Less(m.Version) {
+		return false
+	}
+	if cur.Version != m.Version {
+		return true // a newer write reached it: that one is its holders' to heal
+	}
+	for _, p := range m.Parts {
+		info, err := w.shards.StatShard(cctx, addr, p.ID, idx)
+		if err != nil || (idx < len(p.ShardCRC) && info.CRC != p.ShardCRC[idx]) {
+			return false
+		}
+	}
+	return true
+}
