@@ -338,6 +338,8 @@ func visualize(key string, hist []porcupine.Operation, opt CheckOptions) (string
 // forever stands for the completion of an indeterminate write.
 const forever = time.Duration(math.MaxInt64)
 
+func isRead(o Op) bool { return o.Kind == Get || o.Kind == Head }
+
 // end is when o completed, or forever for an indeterminate write (it may
 // take effect any time after its invocation).
 func end(o Op) time.Duration {
@@ -382,44 +384,56 @@ func witnesses(key string, ops []Op) []Finding {
 			case w.Start > r.End:
 				add(Corrupt, "the read returned a value before its PUT began", r, w)
 				continue
-			case w.Result != OK:
+			}
+			// By when the value had surely taken effect: its PUT's
+			// acknowledgement, or the end of the first read that saw it
+			// (a PUT that failed may take effect, and once seen it has).
+			evidence := []Op{w}
+			in := forever
+			if w.Result == OK {
+				in = w.End
+			}
+			for _, o := range ops {
+				if isRead(o) && o.Result == OK && o.Value == r.Value && o.End < r.Start && o.End < in {
+					in, evidence = o.End, []Op{w, o}
+				}
+			}
+			if in == forever {
 				continue // an indeterminate write may take effect any time
 			}
-			// The latest acknowledged write that began after w ended and
-			// ended before r began replaced w for good.
+			// The latest acknowledged write that began after that and
+			// ended before r began replaced the value for good.
 			var by *Op
 			for i, o := range ops {
-				if o.write() && o.Result == OK && o.Value != r.Value && o.Start > w.End && o.End < r.Start {
+				if o.write() && o.Result == OK && o.Value != r.Value && o.Start > in && o.End < r.Start {
 					if by == nil || o.End > by.End {
 						by = &ops[i]
 					}
 				}
 			}
-			if by == nil {
-				// Or a read that began after w ended and ended before r
-				// began saw something else: X was replaced by then (a
-				// write of it, even one that failed, had taken effect),
-				// and a value is written once, so it cannot come back.
-				for i, o := range ops {
-					if (o.Kind == Get || o.Kind == Head) && o.determinate() && o.Value != r.Value &&
-						o.Start > w.End && o.End < r.Start && (by == nil || o.End > by.End) {
-						by = &ops[i]
-					}
-				}
-				if by == nil {
-					continue
-				}
-				if by.Result == NotFound {
-					add(Resurrected, "the read returned a value an earlier read had already found deleted", w, *by, r)
+			if by != nil {
+				if by.Kind == Delete {
+					add(Resurrected, "the read returned a value an acknowledged DELETE had removed before the read began", append(evidence, *by, r)...)
 				} else {
-					add(Stale, "the read returned a value an earlier read had already seen replaced", w, *by, r)
+					add(Stale, "the read returned a value an acknowledged PUT had replaced before the read began", append(evidence, *by, r)...)
 				}
 				continue
 			}
-			if by.Kind == Delete {
-				add(Resurrected, "the read returned a value an acknowledged DELETE had removed before the read began", w, *by, r)
-			} else {
-				add(Stale, "the read returned a value an acknowledged PUT had replaced before the read began", w, *by, r)
+			// Or a read that began after that and ended before r began
+			// saw something else: the value was replaced by then (by a
+			// write that took effect, even one that failed), and a value
+			// is written once, so it cannot come back.
+			for i, o := range ops {
+				if isRead(o) && o.determinate() && o.Value != r.Value && o.Start > in && o.End < r.Start && (by == nil || o.End > by.End) {
+					by = &ops[i]
+				}
+			}
+			switch {
+			case by == nil:
+			case by.Result == NotFound:
+				add(Resurrected, "the read returned a value an earlier read had already found deleted", append(evidence, *by, r)...)
+			default:
+				add(Stale, "the read returned a value an earlier read had already seen replaced", append(evidence, *by, r)...)
 			}
 		case NotFound:
 			// The latest acknowledged PUT before r, if no DELETE can fall

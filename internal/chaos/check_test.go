@@ -152,21 +152,20 @@ func TestDoubleConditionalWinnerFails(t *testing.T) {
 	})
 }
 
-// TestPorcupineAloneConvicts: overlapping writes no witness rule can
-// order, read back in an order no register allows (v1, v2, v1: each value
-// is written once). Only the linearizability check catches it.
+// TestPorcupineAloneConvicts: an If-None-Match: * PUT that succeeded on
+// a key holding a value, with no DELETE anywhere: no witness rule names
+// it, only the linearizability check catches it.
 func TestPorcupineAloneConvicts(t *testing.T) {
 	var b hb
-	b.add(put("v1", OK), 0, 10).add(put("v2", OK), 0, 10).
-		add(get("v1"), 1, 2).add(get("v2"), 3, 4).add(get("v1"), 5, 6)
+	b.add(put("v1", OK), 0, 1).add(get("v1"), 1.5, 2).add(putINM("v2", OK), 3, 4).add(get("v2"), 5, 6)
 	dir := t.TempDir()
 	r := Check(b.ops, CheckOptions{Timeout: 10 * time.Second, VizDir: dir})
 	if r.Violations != 1 || len(r.Illegal) != 1 || len(r.Findings) != 1 || r.Findings[0].Kind != NotLinearizable {
 		t.Fatalf("want porcupine to convict with no witness: %+v", r)
 	}
-	// The first read of v1 after v2 is where the history breaks.
-	if got := r.Findings[0].Ops[0]; got.ID != 4 {
-		t.Errorf("culprit %v, want the second read of v1", got)
+	// The conditional PUT is where the history breaks.
+	if got := r.Findings[0].Ops[0]; got.ID != 2 {
+		t.Errorf("culprit %v, want the If-None-Match PUT", got)
 	}
 	if len(r.Visualizations) != 1 {
 		t.Fatalf("no visualization: %+v", r)
@@ -215,6 +214,15 @@ func TestRolledBackFailedWriteFails(t *testing.T) {
 		var b hb
 		b.add(put("v1", OK), 0, 1).add(del(Failed), 2, 4).add(getNone(), 3, 3.5).add(get("v1"), 5, 6)
 		wantFinding(t, check(t, b.ops), Resurrected)
+	})
+	t.Run("a failed put seen, deleted, seen again", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", Failed), 0, 1).add(get("v1"), 2, 3).add(del(Failed), 2, 4).add(getNone(), 5, 6).add(get("v1"), 7, 8)
+		r := check(t, b.ops)
+		wantFinding(t, r, Resurrected)
+		if len(r.Findings) == 1 && len(r.Findings[0].Ops) != 4 {
+			t.Errorf("want the write, the read that saw it, the 404 and the read: %v", r.Findings[0])
+		}
 	})
 	t.Run("not yet seen", func(t *testing.T) {
 		var b hb
