@@ -80,6 +80,14 @@ type mrfWrite struct {
 type mrfNote struct {
 	since  time.Time
 	rounds int
+	next   time.Time // not tried again before
+}
+
+// mrfBackoff is how long a note that could not be healed waits before the
+// next try: mrfRetry, doubling, at most a minute, so that writes that stay
+// unhealable (fewer than a write quorum of holders are up) cost little.
+func mrfBackoff(rounds int) time.Duration {
+	return min(mrfRetry<<min(rounds, 5), time.Minute)
 }
 
 // mrfQueue is the worker's MRF state.
@@ -188,6 +196,9 @@ func (q *mrfQueue) look(v nodeView, self string, now time.Time) (back bool) {
 		}
 		if ni.Live && (!was || restarted) && len(q.missed[id]) > 0 {
 			back = true
+			for _, n := range q.missed[id] {
+				n.next = time.Time{} // try at once
+			}
 		}
 		q.live[id] = ni.Live
 		if v.boot[id] != 0 {
@@ -257,7 +268,11 @@ func (w *Worker) mrfPass(ctx context.Context) int {
 				w.mrf.done(id, ref)
 				continue
 			}
+			if now.Before(n.next) {
+				continue
+			}
 			n.rounds++
+			n.next = now.Add(mrfBackoff(n.rounds))
 			items = append(items, item{id, ref, n.rounds > mrfForceAfter})
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/metadata"
@@ -51,6 +52,8 @@ func TestMRFHealsOnReturn(t *testing.T) {
 				f.manifests[fmt.Sprintf("a%d", i)] = m
 			}
 			w := newTestWorker(t, f, "n0")
+			clock := time.Unix(1000, 0)
+			w.now = func() time.Time { return clock }
 			w.mrf.look(w.view(), "n0", w.now())
 			if !tc.diesAfter {
 				f.setState(5, cluster.StateDead)
@@ -84,6 +87,11 @@ func TestMRFHealsOnReturn(t *testing.T) {
 				t.Fatal("note dropped before n5 holds the write whole")
 			}
 			f.shards["a5/f/5"] = true
+			w.mrfPass(ctx)
+			if len(w.mrf.pending()) == 0 {
+				t.Fatal("note tried again before its backoff")
+			}
+			clock = clock.Add(time.Minute)
 			w.mrfPass(ctx)
 			if pending := len(w.mrf.pending()) > 0; pending == tc.healed {
 				t.Fatalf("after the rebuild landed: note pending %v, want %v", pending, !tc.healed)
