@@ -147,8 +147,12 @@ func Check(ops []Op, opt CheckOptions) Report {
 		switch {
 		case res == porcupine.Illegal:
 			r.Illegal = append(r.Illegal, key)
-			if len(found) == 0 {
-				if f, ok := firstIllegal(key, kops, horizon, opt.Timeout); ok {
+			// The shortest illegal prefix names the culprit and makes a
+			// smaller drawing, quicker to draw and to read.
+			f, ok := firstIllegal(key, kops, horizon, opt.Timeout)
+			if ok {
+				hist = prefix(kops, f.Ops[0].End, horizon)
+				if len(found) == 0 {
 					r.Findings = append(r.Findings, f)
 				}
 			}
