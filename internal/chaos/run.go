@@ -135,6 +135,7 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 	wg.Wait()
 	<-progressDone
 	res.Duration = time.Since(start).Seconds()
+	res.Refused = w.NRefused.Load()
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
