@@ -43,6 +43,8 @@ type DevConfig struct {
 // proc is one process of the cluster the nemesis may kill.
 type proc struct {
 	name    string
+	id      string // node ID (shard servers)
+	addr    string
 	args    []string // without the binary
 	pid     int
 	exited  chan struct{} // closed once waited for; nil for regen dev's own children
@@ -161,7 +163,7 @@ func startDev(ctx context.Context, cfg DevConfig) (*DevCluster, error) {
 			c.Close()
 			return nil, fmt.Errorf("shard server %d (pid %d): cannot read its command line: %v %q", i, s.PID, err, argv)
 		}
-		c.shards = append(c.shards, &proc{name: fmt.Sprintf("shard %d", i), args: argv[1:], pid: s.PID,
+		c.shards = append(c.shards, &proc{name: fmt.Sprintf("shard %d", i), id: s.ID, addr: s.Addr, args: argv[1:], pid: s.PID,
 			logPath: filepath.Join(s.Data, "shard.log")})
 	}
 	if len(info.Gateways) == 0 {
@@ -217,6 +219,20 @@ func (c *DevCluster) ready(ctx context.Context, hostport string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// Describe lists the cluster's processes, one a line, for the report: the
+// nemesis names shard servers by their index.
+func (c *DevCluster) Describe() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "gateway 1 (regen dev) %s  log %s\n", c.endpoints[0], filepath.Join(c.cfg.Dir, "gateway.log"))
+	fmt.Fprintf(&b, "gateway 2 %s  clock offset %s  log %s\n", c.endpoints[1], c.cfg.Skew, c.gw2.logPath)
+	for i, p := range c.shards {
+		fmt.Fprintf(&b, "shard %-2d %s  %s  log %s\n", i, p.id, p.addr, p.logPath)
+	}
+	return b.String()
 }
 
 // Endpoints returns the gateways' host:port, regen dev's first.

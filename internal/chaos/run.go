@@ -30,8 +30,9 @@ type Config struct {
 	HealWait, HealTimeout time.Duration
 	// CheckTimeout bounds the linearizability check of one key.
 	CheckTimeout time.Duration
-	// ReportDir receives history.jsonl, nemesis.log, findings.txt and the
-	// visualizations of illegal keys.
+	// ReportDir receives history.jsonl, nemesis.log, findings.txt,
+	// cluster.txt (which shard server is which) and the visualizations of
+	// illegal keys.
 	ReportDir string
 	// Progress, if set, is called about every second.
 	Progress func(Progress)
@@ -182,6 +183,11 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 	annotate(res.Findings, nem.Events())
 	if err := writeReport(cfg.ReportDir, ops, nem.Events(), res); err != nil {
 		return res, err
+	}
+	if cfg.ReportDir != "" {
+		if err := os.WriteFile(filepath.Join(cfg.ReportDir, "cluster.txt"), []byte(cl.Describe()), 0o644); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }
