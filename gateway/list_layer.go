@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -118,6 +119,16 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 		}
 	}
 	cursors = live
+	// Servers that are down or failed count as possible holders of every
+	// key: a version they could complete to a write quorum may have been
+	// acknowledged, and is listed (see confirmedEntry).
+	silent := 0
+	for _, m := range l.nodes.Members() {
+		if m.Role == cluster.RoleShard && m.HTTP != "" {
+			silent++
+		}
+	}
+	silent = max(silent-len(cursors), 0)
 	for {
 		// Refill the cursors that ran dry but have more, in parallel.
 		var wg sync.WaitGroup
@@ -156,7 +167,7 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 				c.buf = c.buf[1:]
 			}
 		}
-		best, ok := l.confirmedEntry(same)
+		best, ok := l.confirmedEntry(same, silent)
 		if !ok || (best.Prefix == "" && best.Deleted) {
 			continue
 		}
@@ -174,11 +185,15 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 }
 
 // confirmedEntry picks, among the copies of one name from several servers,
-// the newest version that enough servers confirm (as reads do, counting
-// previous versions as votes too), so a write that failed to reach quorum
-// is not listed and does not hide the version it failed to replace. Common
+// the newest version that may have been acknowledged: one that at least k
+// servers hold (as reads do, counting previous versions as votes too), or
+// that silent servers (down, or failed at the start of the listing) could
+// complete to a write quorum of k+1. A write that provably failed to reach
+// quorum is not listed and does not hide the version it failed to
+// replace; an acknowledged object whose servers are down does not vanish
+// from the listing (its GET answers 503 until they return). Common
 // prefixes need no vote.
-func (l *layer) confirmedEntry(same []metadata.ListEntry) (metadata.ListEntry, bool) {
+func (l *layer) confirmedEntry(same []metadata.ListEntry, silent int) (metadata.ListEntry, bool) {
 	if same[0].Prefix != "" {
 		return same[0], true
 	}
@@ -200,7 +215,7 @@ func (l *layer) confirmedEntry(same []metadata.ListEntry) (metadata.ListEntry, b
 		need := 1
 		if e.Code != "" {
 			if c, err := l.code(e.Code); err == nil {
-				need = c.DataShards()
+				need = min(c.DataShards(), c.DataShards()+1-silent)
 			}
 		}
 		if votes[e.Version] >= need && (!found || best.Version.Less(e.Version)) {
