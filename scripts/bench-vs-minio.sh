@@ -9,6 +9,9 @@
 #                regen's architecture, every shard crosses loopback RPC
 #   minio-1proc  one MinIO process with 9 directories, EC:3: what a user
 #                would try first on one machine
+#   regen-base   regen dev from another regen binary (REGEN_BASE=path), for
+#                a before/after comparison of a change in one run:
+#                SYSTEMS="regen regen-base" REGEN_BASE=/tmp/regen-old
 #
 # Environment (all optional):
 #   ROUNDS=3                 alternating rounds (the order rotates per round)
@@ -93,11 +96,11 @@ wait_http() {
 	return 1
 }
 
-# start_regen DIR: a fresh regen dev; sets ENDPOINT.
+# start_regen DIR [BINARY]: a fresh regen dev; sets ENDPOINT.
 start_regen() {
-	local dir=$1 port
+	local dir=$1 bin=${2:-$REGEN} port
 	port=$(free_port)
-	REGEN_ACCESS_KEY=$ACCESS REGEN_SECRET_KEY=$SECRET "$REGEN" dev --data "$dir" --addr "127.0.0.1:$port" >"$dir.log" 2>&1 &
+	REGEN_ACCESS_KEY=$ACCESS REGEN_SECRET_KEY=$SECRET "$bin" dev --data "$dir" --addr "127.0.0.1:$port" >"$dir.log" 2>&1 &
 	PIDS+=($!)
 	ENDPOINT="http://127.0.0.1:$port"
 	wait_http "$ENDPOINT/readyz" 120
@@ -155,6 +158,7 @@ run_one() {
 	log "round $round: $sys: starting"
 	case $sys in
 	regen) start_regen "$dir" ;;
+	regen-base) start_regen "$dir" "${REGEN_BASE:?regen-base needs REGEN_BASE=path of the other binary}" ;;
 	minio-1proc) start_minio1 "$dir" ;;
 	minio-9proc) start_minio9 "$dir" ;;
 	*) echo "unknown system $sys" >&2; exit 2 ;;
