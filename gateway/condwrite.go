@@ -90,12 +90,21 @@ func (g *Gateway) precheck(ctx context.Context, bucket, key string, w *writeCond
 // lease, and it is tried again with a new version until leaseWait has
 // passed. Either way nothing lands between a conditional write's check
 // and its set.
-func (g *Gateway) commit(ctx context.Context, m *metadata.Manifest, holders []string, quorum int, w *writeCond) error {
+//
+// probed, when not nil, is closed by a probe of the key started when the
+// request began (startProbe), which the first try uses instead of its own:
+// the probe then overlaps the upload of the body.
+func (g *Gateway) commit(ctx context.Context, m *metadata.Manifest, holders []string, quorum int, w *writeCond, probed <-chan struct{}) error {
 	if w != nil {
 		return g.commitChecked(ctx, m, holders, quorum, w)
 	}
 	return g.layer.fenced(ctx, func() error {
-		g.layer.probe(ctx, m.Bucket, m.Key)
+		if probed != nil {
+			<-probed
+			probed = nil
+		} else {
+			g.layer.probe(ctx, m.Bucket, m.Key)
+		}
 		m.Version = g.layer.clock.next()
 		m.Modified = time.Unix(0, m.Version.TS).UTC()
 		return g.layer.writeManifest(ctx, m, holders, quorum, shardrpc.NoLease)
@@ -141,6 +150,17 @@ func (l *layer) fenced(ctx context.Context, write func() error) error {
 			return err
 		}
 	}
+}
+
+// startProbe runs probe in the background; the channel is closed when it
+// is done.
+func (l *layer) startProbe(ctx context.Context, bucket, key string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.probe(ctx, bucket, key)
+	}()
+	return done
 }
 
 // probe reads the versions the key's first servers hold, so that the

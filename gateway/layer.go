@@ -352,15 +352,21 @@ func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 		return nil
 	})
 	if ok < quorum {
-		l.abortManifest(m, stored)
+		// Taken back only while no read can have returned it (readers
+		// need k holders): once k servers hold it, a reader may have
+		// answered with it, and taking it back would make that answer
+		// disappear. It then stays, and the client's failure means what
+		// a 5xx means in S3: the write may or may not have happened.
+		if ok < l.readQuorum(m) {
+			l.abortManifest(m, stored)
+		}
 		return &stripe.QuorumError{Op: "manifest write", Want: quorum, Got: ok, Errs: errs}
 	}
 	return nil
 }
 
-// abortManifest takes a failed manifest write back from the servers that
-// stored it, before the client hears of the failure, so the write is not
-// visible even if it reached k of them. A server that misses the abort
+// abortManifest takes a failed manifest write that fewer than k servers
+// stored back from them, before the client hears of the failure. A server that misses the abort
 // rolls the write back on its own once it can prove no quorum holds it.
 func (l *layer) abortManifest(m *metadata.Manifest, addrs []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -213,7 +213,7 @@ func (g *Gateway) completeMultipartUpload(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
-	if err := g.commit(ctx, m, u.Placement, quorum, cond); err != nil {
+	if err := g.commit(ctx, m, u.Placement, quorum, cond, nil); err != nil {
 		return err
 	}
 	keep := make([]string, len(m.Parts))

@@ -227,6 +227,13 @@ func (g *Gateway) storeObject(ctx context.Context, m *metadata.Manifest, code co
 	var sum [md5.Size]byte
 	var ok []bool
 	var err error
+	var probed <-chan struct{}
+	if cond == nil {
+		probed = g.layer.startProbe(ctx, m.Bucket, m.Key)
+		// Whatever happens below, the probe is waited for: it must not
+		// outlive the request's context.
+		defer func() { <-probed }()
+	}
 	if size <= g.cfg.InlineMax {
 		sum, err = g.readInline(body, size, m)
 	} else {
@@ -254,7 +261,7 @@ func (g *Gateway) storeObject(ctx context.Context, m *metadata.Manifest, code co
 		}
 	}
 	quorum := min(code.DataShards()+1, len(m.Placement))
-	if err := g.commit(ctx, m, holders, quorum, cond); err != nil {
+	if err := g.commit(ctx, m, holders, quorum, cond, probed); err != nil {
 		g.abandon(m, ok)
 		return err
 	}
