@@ -168,6 +168,6 @@ func (l *layer) startProbe(ctx context.Context, bucket, key string) <-chan struc
 // sees). Its answers decide nothing else: servers that fail are skipped.
 func (l *layer) probe(ctx context.Context, bucket, key string) {
 	order, addrs := l.manifestOrder(bucket, key)
-	v := &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{}, answered: map[string]bool{}}
+	v := newVote()
 	l.askManifests(ctx, order[:min(len(order), max(l.maxN, 1))], addrs, bucket, key, v)
 }

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"sync"
-
 	"github.com/gofiber/fiber/v2"
 )
 
@@ -31,8 +29,8 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 		return bucketErr(err)
 	}
 	errs := make([]error, len(body.Objects))
-	sem := make(chan struct{}, deleteParallelism)
-	var wg sync.WaitGroup
+	var keys []string
+	var at []int // keys[j] is body.Objects[at[j]]
 	for i, o := range body.Objects {
 		switch {
 		case len(o.Key) > maxKeyLen:
@@ -46,21 +44,19 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 			errs[i] = err
 			continue
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			// NB: each key has its own deadline. A request may name 1000
-			// keys, each a manifest read and a tombstone write on its
-			// placement; under load they do not all fit in one operation's
-			// time, and the keys past it would fail with SlowDown while
-			// clients that ignore per-key errors (s3cmd) go on as if the
-			// prefix were gone.
-			ctx, cancel := g.opContext()
-			defer cancel()
-			errs[i] = g.deleteKey(ctx, req.bucket, o.Key)
-		})
+		keys = append(keys, o.Key)
+		at = append(at, i)
 	}
-	wg.Wait()
+	// NB: the batched lookup and tombstone writes get one operation's
+	// time; the keys they leave undecided get one each (deleteKeys), so
+	// under load the keys past the deadline do not all fail with
+	// SlowDown while clients that ignore per-key errors (s3cmd) go on as
+	// if the prefix were gone.
+	bctx, cancel := g.opContext()
+	for j, err := range g.deleteKeys(bctx, req.bucket, keys) {
+		errs[at[j]] = err
+	}
+	cancel()
 	out := DeleteResult{}
 	for i, o := range body.Objects {
 		if errs[i] != nil {

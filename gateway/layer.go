@@ -24,6 +24,8 @@ type ShardAPI interface {
 	stripe.Shards
 	DeleteShard(ctx context.Context, addr, fileID string, idx int) error
 	PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, lease string) (bool, metadata.Version, error)
+	GetManifestVersionsBatch(ctx context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error)
+	PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, lease string) ([]shardrpc.PutResult, error)
 	AbortManifest(ctx context.Context, addr, bucket, key string, v metadata.Version) error
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
 	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
@@ -168,7 +170,7 @@ type manifestVote struct {
 // they are enough.
 func (l *layer) readManifest(ctx context.Context, bucket, key string) (*metadata.Manifest, error) {
 	order, addrs := l.manifestOrder(bucket, key)
-	v := &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{}, answered: map[string]bool{}}
+	v := newVote()
 	first := order[:min(len(order), max(l.maxN, 1))]
 	asked := 0
 	for asked < len(order) {
@@ -202,14 +204,49 @@ func (l *layer) readManifest(ctx context.Context, bucket, key string) (*metadata
 // servers stay in the order: skipping them would make the servers after
 // them stand in for holders that are merely down.
 func (l *layer) manifestOrder(bucket, key string) ([]string, map[string]string) {
+	_, addrs := l.liveShards()
+	return placement.Order(placementKey(bucket, key), l.shardIDs()), addrs
+}
+
+// shardIDs returns the IDs of every known shard server with an address,
+// live or not.
+func (l *layer) shardIDs() []string {
 	var ids []string
 	for _, m := range l.nodes.Members() {
 		if m.Role == cluster.RoleShard && m.HTTP != "" {
 			ids = append(ids, m.ID)
 		}
 	}
-	_, addrs := l.liveShards()
-	return placement.Order(placementKey(bucket, key), ids), addrs
+	return ids
+}
+
+// newVote returns an empty tally of a lookup.
+func newVote() *manifestVote {
+	return &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{}, answered: map[string]bool{}}
+}
+
+// add counts one server's answer: the versions it holds (none: it holds
+// no version of the key).
+func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest) {
+	v.answered[id] = true
+	if len(versions) == 0 {
+		v.notFound++
+	}
+	for _, m := range versions {
+		l.clock.observe(m.Version)
+		if _, ok := v.byVersion[m.Version]; !ok {
+			v.byVersion[m.Version] = m
+		}
+		v.votes[m.Version]++
+	}
+}
+
+// fail counts a server that did not answer.
+func (v *manifestVote) fail(err error) {
+	v.unreachable++
+	if err != nil {
+		v.errs = append(v.errs, err)
+	}
 }
 
 func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[string]string, bucket, key string, v *manifestVote) {
@@ -218,7 +255,7 @@ func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[stri
 	for _, id := range nodes {
 		addr, live := addrs[id]
 		if !live {
-			v.unreachable++
+			v.fail(nil)
 			continue
 		}
 		g.Go(func() error {
@@ -227,20 +264,11 @@ func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[stri
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, shardrpc.ErrNotFound):
-				v.notFound++
-				v.answered[id] = true
+				v.add(l, id, nil)
 			case err != nil:
-				v.unreachable++
-				v.errs = append(v.errs, err)
+				v.fail(err)
 			default:
-				v.answered[id] = true
-				for _, m := range append([]*metadata.Manifest{cur}, prev...) {
-					l.clock.observe(m.Version)
-					if _, ok := v.byVersion[m.Version]; !ok {
-						v.byVersion[m.Version] = m
-					}
-					v.votes[m.Version]++
-				}
+				v.add(l, id, append([]*metadata.Manifest{cur}, prev...))
 			}
 			return nil
 		})

@@ -290,7 +290,14 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 
 // fail answers err with the status and code its kind maps to.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status, code := http.StatusInternalServerError, shardrpc.CodeInternal
+	status, code := s.errorCode(r, err)
+	shardrpc.WriteError(w, status, code, err.Error())
+}
+
+// errorCode maps err to the status and code of its kind, logging it as
+// its kind deserves.
+func (s *Server) errorCode(r *http.Request, err error) (status int, code string) {
+	status, code = http.StatusInternalServerError, shardrpc.CodeInternal
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, metadata.ErrNotFound):
 		status, code = http.StatusNotFound, shardrpc.CodeNotFound
@@ -308,5 +315,5 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	shardrpc.WriteError(w, status, code, err.Error())
+	return status, code
 }

@@ -118,6 +118,8 @@ func (s *Server) routes() http.Handler {
 		{"POST " + shardrpc.PathManifests, "put_manifest", s.putManifest},
 		{"GET " + shardrpc.PathManifests, "get_manifest", s.getManifest},
 		{"GET " + shardrpc.PathManifestVersions, "get_manifest_versions", s.getManifestVersions},
+		{"POST " + shardrpc.PathManifestVersionsBatch, "get_manifest_versions_batch", s.getManifestVersionsBatch},
+		{"POST " + shardrpc.PathManifestsBatch, "put_manifests_batch", s.putManifestsBatch},
 		{"POST " + shardrpc.PathManifestAbort, "abort_manifest", s.abortManifest},
 		{"GET " + shardrpc.PathList, "list", s.list},
 		{"POST " + shardrpc.PathBuckets, "put_bucket", s.putBucket},
