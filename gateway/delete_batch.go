@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/internal/placement"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/internal/stripe"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// deleteKeys deletes keys of bucket, as DeleteObjects asks, with the rules
+// of deleteKey but batched: one lookup call and one tombstone call per
+// shard server for every MaxBatch keys, instead of one of each per key
+// and server. A key whose answers do not decide (servers down, a lease
+// held, a placement moved past the first servers) goes through deleteKey
+// on its own. errs[i] is keys[i]'s outcome.
+func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) []error {
+	l := g.layer
+	errs := make([]error, len(keys))
+	ids := l.shardIDs()
+	_, addrs := l.liveShards()
+	width := max(l.maxN, 1)
+
+	// Look every key up on the first servers of its order.
+	firsts := make([][]string, len(keys))
+	votes := make([]*manifestVote, len(keys))
+	byServer := map[string][]int{}
+	for i, key := range keys {
+		order := placement.Order(placementKey(bucket, key), ids)
+		firsts[i] = order[:min(len(order), width)]
+		votes[i] = newVote()
+		for _, id := range firsts[i] {
+			if _, live := addrs[id]; !live {
+				votes[i].fail(nil)
+				continue
+			}
+			byServer[id] = append(byServer[id], i)
+		}
+	}
+	var mu sync.Mutex
+	var eg errgroup.Group
+	eg.SetLimit(32)
+	for id, idx := range byServer {
+		for chunk := range slices.Chunk(idx, shardrpc.MaxBatch) {
+			eg.Go(func() error {
+				names := make([]string, len(chunk))
+				for j, i := range chunk {
+					names[j] = keys[i]
+				}
+				res, err := l.shards.GetManifestVersionsBatch(ctx, addrs[id], bucket, names)
+				mu.Lock()
+				defer mu.Unlock()
+				for j, i := range chunk {
+					switch {
+					case err != nil:
+						votes[i].fail(err)
+					case res[j].Err != "":
+						votes[i].fail(fmt.Errorf("node %s: %s", id, res[j].Err))
+					case res[j].Current == nil:
+						votes[i].add(l, id, nil)
+					default:
+						votes[i].add(l, id, append([]*metadata.Manifest{res[j].Current}, res[j].Previous...))
+					}
+				}
+				return nil
+			})
+		}
+	}
+	eg.Wait()
+
+	// Decide; tombstones for the keys that hold an object.
+	var slow []int
+	var tombs []*metadata.Manifest
+	var tombKey []int
+	for i := range keys {
+		m, verdict := l.decide(votes[i], firsts[i])
+		switch {
+		case verdict == verdictAbsent, verdict == verdictFound && m.Deleted:
+		case verdict == verdictFound:
+			t := &metadata.Manifest{Bucket: m.Bucket, Key: m.Key, Version: l.clock.next(), Deleted: true,
+				Code: m.Code, Placement: m.Placement}
+			t.Modified = time.Unix(0, t.Version.TS).UTC()
+			tombs = append(tombs, t)
+			tombKey = append(tombKey, i)
+		default:
+			slow = append(slow, i)
+		}
+	}
+
+	// Write the tombstones, batched per server of their placements.
+	stored := make([][]string, len(tombs)) // addresses that stored each
+	failed := make([][]error, len(tombs))
+	byServer = map[string][]int{}
+	for t, m := range tombs {
+		for _, id := range m.Placement {
+			if _, live := addrs[id]; live {
+				byServer[id] = append(byServer[id], t)
+			}
+		}
+	}
+	for id, idx := range byServer {
+		for chunk := range slices.Chunk(idx, shardrpc.MaxBatch) {
+			eg.Go(func() error {
+				ms := make([]*metadata.Manifest, len(chunk))
+				for j, t := range chunk {
+					ms[j] = tombs[t]
+				}
+				res, err := l.shards.PutManifestsFenced(ctx, addrs[id], ms, shardrpc.NoLease)
+				mu.Lock()
+				defer mu.Unlock()
+				for j, t := range chunk {
+					switch {
+					case err != nil:
+						failed[t] = append(failed[t], fmt.Errorf("node %s: %w", id, err))
+					case res[j].Err() != nil:
+						failed[t] = append(failed[t], fmt.Errorf("node %s: %w", id, res[j].Err()))
+					default:
+						stored[t] = append(stored[t], addrs[id])
+					}
+				}
+				return nil
+			})
+		}
+	}
+	eg.Wait()
+	for t, m := range tombs {
+		i := tombKey[t]
+		quorum := l.writeQuorum(m)
+		if len(stored[t]) >= quorum {
+			continue
+		}
+		if len(stored[t]) < l.readQuorum(m) {
+			l.abortManifest(m, stored[t])
+		}
+		qerr := &stripe.QuorumError{Op: "tombstone write", Want: quorum, Got: len(stored[t]), Errs: failed[t]}
+		if errors.Is(qerr, shardrpc.ErrLeaseHeld) {
+			slow = append(slow, i)
+			continue
+		}
+		errs[i] = qerr
+	}
+
+	// The undecided keys, one by one.
+	sem := make(chan struct{}, deleteParallelism)
+	var wg sync.WaitGroup
+	for _, i := range slow {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			kctx, cancel := g.opContext()
+			defer cancel()
+			errs[i] = g.deleteKey(kctx, bucket, keys[i])
+		})
+	}
+	wg.Wait()
+	return errs
+}

@@ -1,0 +1,246 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// fakeManifests is an in-memory cluster of shard servers for the
+// manifest calls of ShardAPI: each server keeps every version it was
+// given per key (newest current), and servers can be taken down.
+type fakeManifests struct {
+	ShardAPI // the calls these tests do not make panic
+
+	mu    sync.Mutex
+	held  map[string]map[string][]*metadata.Manifest // addr -> bucket/key -> versions, newest first
+	down  map[string]bool
+	calls int
+}
+
+func newFakeManifests() *fakeManifests {
+	return &fakeManifests{held: map[string]map[string][]*metadata.Manifest{}, down: map[string]bool{}}
+}
+
+func (f *fakeManifests) store(addr string, m *metadata.Manifest) {
+	if f.held[addr] == nil {
+		f.held[addr] = map[string][]*metadata.Manifest{}
+	}
+	k := m.Bucket + "/" + m.Key
+	vs := append(f.held[addr][k], m)
+	slices.SortFunc(vs, func(a, b *metadata.Manifest) int {
+		if b.Version.Less(a.Version) {
+			return -1
+		}
+		return 1
+	})
+	f.held[addr][k] = vs
+}
+
+func (f *fakeManifests) versions(addr, bucket, key string) []*metadata.Manifest {
+	return f.held[addr][bucket+"/"+key]
+}
+
+func (f *fakeManifests) GetManifestVersions(_ context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.down[addr] {
+		return nil, nil, fmt.Errorf("%s down", addr)
+	}
+	vs := f.versions(addr, bucket, key)
+	if len(vs) == 0 {
+		return nil, nil, shardrpc.ErrNotFound
+	}
+	return vs[0], vs[1:], nil
+}
+
+func (f *fakeManifests) GetManifestVersionsBatch(_ context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.down[addr] {
+		return nil, fmt.Errorf("%s down", addr)
+	}
+	out := make([]shardrpc.KeyVersions, len(keys))
+	for i, k := range keys {
+		if vs := f.versions(addr, bucket, k); len(vs) > 0 {
+			out[i] = shardrpc.KeyVersions{Current: vs[0], Previous: vs[1:]}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeManifests) PutManifestFenced(_ context.Context, addr string, m *metadata.Manifest, _ string) (bool, metadata.Version, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.down[addr] {
+		return false, metadata.Version{}, fmt.Errorf("%s down", addr)
+	}
+	f.store(addr, m)
+	return true, m.Version, nil
+}
+
+func (f *fakeManifests) PutManifestsFenced(_ context.Context, addr string, ms []*metadata.Manifest, _ string) ([]shardrpc.PutResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.down[addr] {
+		return nil, fmt.Errorf("%s down", addr)
+	}
+	out := make([]shardrpc.PutResult, len(ms))
+	for i, m := range ms {
+		f.store(addr, m)
+		out[i].Stored = true
+	}
+	return out, nil
+}
+
+func (f *fakeManifests) AbortManifest(_ context.Context, addr, bucket, key string, v metadata.Version) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := bucket + "/" + key
+	f.held[addr][k] = slices.DeleteFunc(f.held[addr][k], func(m *metadata.Manifest) bool { return m.Version == v })
+	return nil
+}
+
+// fakeCluster is a gateway over n fake shard servers s0..s(n-1) at
+// addresses a0..; the servers in dead are down and gossip says so.
+func fakeCluster(t *testing.T, n int) (*Gateway, *fakeManifests, func(dead ...int)) {
+	t.Helper()
+	f := newFakeManifests()
+	members := make(fakeMembers, n)
+	for i := range members {
+		members[i] = cluster.Member{ID: fmt.Sprintf("s%d", i), State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: fmt.Sprintf("a%d", i)}}
+	}
+	cfg := DefaultConfig()
+	g := &Gateway{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	g.layer = &layer{shards: f, nodes: members, log: g.log, clock: clock{writer: "gw"}, maxN: 9, minK: 6}
+	kill := func(dead ...int) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i := range members {
+			members[i].State = cluster.StateAlive
+			f.down[members[i].HTTP] = false
+		}
+		for _, i := range dead {
+			members[i].State = cluster.StateDead
+			f.down[members[i].HTTP] = true
+		}
+	}
+	return g, f, kill
+}
+
+// putFake writes an object's manifest of rs-6-3 directly to the first
+// nine servers of its order (all of them, or those not in skip).
+func putFake(g *Gateway, f *fakeManifests, bucket, key string, skip ...int) *metadata.Manifest {
+	order, _ := g.layer.manifestOrder(bucket, key)
+	m := &metadata.Manifest{Bucket: bucket, Key: key, Version: g.layer.clock.next(), Code: "rs-6-3", Placement: order[:9], Size: 1}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, id := range order[:9] {
+		if slices.Contains(skip, i) {
+			continue
+		}
+		f.store("a"+id[1:], m)
+	}
+	return m
+}
+
+// TestDeleteKeysBatched: DeleteObjects' batched path deletes every key
+// with one lookup and one tombstone call per server, survives m servers
+// down, and fails (never a false success) the keys it cannot prove.
+func TestDeleteKeysBatched(t *testing.T) {
+	ctx := context.Background()
+	t.Run("healthy", func(t *testing.T) {
+		g, f, _ := fakeCluster(t, 12)
+		var keys []string
+		for i := range 300 {
+			k := fmt.Sprintf("k%03d", i)
+			putFake(g, f, "b", k)
+			keys = append(keys, k)
+		}
+		keys = append(keys, "never-written")
+		f.calls = 0
+		for i, err := range g.deleteKeys(ctx, "b", keys) {
+			if err != nil {
+				t.Fatalf("%s: %v", keys[i], err)
+			}
+		}
+		if f.calls > 24 {
+			t.Errorf("%d calls for %d keys on 12 servers, want at most 2 per server", f.calls, len(keys))
+		}
+		for _, k := range keys {
+			if _, err := g.layer.readManifest(ctx, "b", k); err != errNotFound {
+				t.Errorf("%s after delete: %v, want not found", k, err)
+			}
+		}
+	})
+	t.Run("two servers down", func(t *testing.T) {
+		g, f, kill := fakeCluster(t, 12)
+		putFake(g, f, "b", "k")
+		order, _ := g.layer.manifestOrder("b", "k")
+		kill(idx(order[0]), idx(order[1]))
+		if err := g.deleteKeys(ctx, "b", []string{"k"})[0]; err != nil {
+			t.Fatalf("delete with 2 of 9 down: %v", err)
+		}
+		kill()
+		if _, err := g.layer.readManifest(ctx, "b", "k"); err != errNotFound {
+			t.Fatalf("after delete and return: %v, want not found", err)
+		}
+	})
+	t.Run("three servers down: readable, but the tombstone cannot reach a quorum", func(t *testing.T) {
+		g, f, kill := fakeCluster(t, 12)
+		putFake(g, f, "b", "k")
+		order, _ := g.layer.manifestOrder("b", "k")
+		kill(idx(order[0]), idx(order[1]), idx(order[2]))
+		if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || m.Deleted {
+			t.Fatalf("read with 3 of 9 down: %v, %v", m, err)
+		}
+		if err := g.deleteKeys(ctx, "b", []string{"k"})[0]; err == nil {
+			t.Fatal("tombstone on 6 of 9 reported as a delete")
+		}
+		// The failed delete's tombstone reached k servers, so a read may
+		// already have seen it: it is not taken back, and the delete took
+		// effect (a 5xx leaves the outcome open). What must hold is that
+		// every later read agrees, before and after the servers return.
+		if _, err := g.layer.readManifest(ctx, "b", "k"); err != errNotFound {
+			t.Fatalf("after the failed delete: %v, want not found", err)
+		}
+		kill()
+		if _, err := g.layer.readManifest(ctx, "b", "k"); err != errNotFound {
+			t.Fatalf("after the servers return: %v, want not found", err)
+		}
+	})
+	t.Run("case 1: unreadable object is a 503, not a false delete", func(t *testing.T) {
+		g, f, kill := fakeCluster(t, 12)
+		putFake(g, f, "b", "k", 0, 1) // acknowledged with 7 of 9
+		order, _ := g.layer.manifestOrder("b", "k")
+		kill(idx(order[2]), idx(order[3])) // two other holders die
+		if _, err := g.layer.readManifest(ctx, "b", "k"); err == nil || err == errNotFound {
+			t.Fatalf("read: %v, want unavailable", err)
+		}
+		err := g.deleteKeys(ctx, "b", []string{"k"})[0]
+		if err == nil {
+			t.Fatal("delete of an unreadable object succeeded without proof")
+		}
+		kill()
+		if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || m.Deleted {
+			t.Fatalf("after the servers return: %v, %v; want the object", m, err)
+		}
+	})
+}
+
+func idx(id string) int {
+	var i int
+	fmt.Sscanf(id, "s%d", &i)
+	return i
+}

@@ -1,0 +1,122 @@
+package shardrpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Batched manifest calls: one request carries the lookups or writes of
+// many keys, so that an operation on many keys (DeleteObjects) costs one
+// round trip per server instead of one per key and server. Each key's
+// result is its own; the batch fails as a whole only when the request
+// does.
+const (
+	// PathManifestVersionsBatch answers POST VersionsBatchRequest with a
+	// VersionsBatchResponse.
+	PathManifestVersionsBatch = "/v1/manifests/versions/batch"
+	// PathManifestsBatch stores the manifests of a PutBatchRequest
+	// (?lease= as for PathManifests) and answers a PutBatchResponse.
+	PathManifestsBatch = "/v1/manifests/batch"
+	// MaxBatch is the most keys or manifests one batched call carries.
+	MaxBatch = 500
+)
+
+// VersionsBatchRequest asks for every version of several keys of a bucket.
+type VersionsBatchRequest struct {
+	Bucket string   `json:"bucket"`
+	Keys   []string `json:"keys"`
+}
+
+// KeyVersions is one key's answer in a VersionsBatchResponse: Current is
+// nil when the node holds no version of the key.
+type KeyVersions struct {
+	Current  *metadata.Manifest   `json:"current,omitempty"`
+	Previous []*metadata.Manifest `json:"previous,omitempty"`
+	// Err is set when the node failed to read the key (Current is nil).
+	Err string `json:"err,omitempty"`
+}
+
+// VersionsBatchResponse answers a VersionsBatchRequest, one entry per key
+// in request order.
+type VersionsBatchResponse struct {
+	Keys []KeyVersions `json:"keys"`
+}
+
+// GetManifestVersionsBatch is GetManifestVersions for up to MaxBatch keys
+// of one bucket.
+func (c *Client) GetManifestVersionsBatch(ctx context.Context, addr, bucket string, keys []string) ([]KeyVersions, error) {
+	if len(keys) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d keys in one batch (at most %d)", ErrBadRequest, len(keys), MaxBatch)
+	}
+	body, err := json.Marshal(VersionsBatchRequest{Bucket: bucket, Keys: keys})
+	if err != nil {
+		return nil, err
+	}
+	op := fmt.Sprintf("get manifest versions of %d keys in %s", len(keys), bucket)
+	var resp VersionsBatchResponse
+	if err := c.call(ctx, addr, op, http.MethodPost, PathManifestVersionsBatch, nil, bytes.NewReader(body), &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Keys) != len(keys) {
+		return nil, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("%d answers for %d keys", len(resp.Keys), len(keys))}
+	}
+	return resp.Keys, nil
+}
+
+// PutBatchRequest carries manifests to store, each as PutManifestFenced
+// would.
+type PutBatchRequest struct {
+	Manifests []*metadata.Manifest `json:"manifests"`
+}
+
+// PutResult is one manifest's outcome in a PutBatchResponse.
+type PutResult struct {
+	Stored bool `json:"stored"`
+	// Code and Message describe a failure (Code as in error replies:
+	// CodeLeaseHeld when the key's lease refused the write).
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Err is the result's failure as an error (matching ErrLeaseHeld and
+// friends), nil on success.
+func (r PutResult) Err() error {
+	if r.Code == "" {
+		return nil
+	}
+	return &RemoteError{Status: http.StatusOK, Code: r.Code, Message: r.Message}
+}
+
+// PutBatchResponse answers a PutBatchRequest, one result per manifest in
+// request order.
+type PutBatchResponse struct {
+	Results []PutResult `json:"results"`
+}
+
+// PutManifestsFenced stores up to MaxBatch manifests as client writes
+// fenced by lease (see PutManifestFenced); the results are in the order of
+// ms.
+func (c *Client) PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, lease string) ([]PutResult, error) {
+	if len(ms) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d manifests in one batch (at most %d)", ErrBadRequest, len(ms), MaxBatch)
+	}
+	body, err := json.Marshal(PutBatchRequest{Manifests: ms})
+	if err != nil {
+		return nil, err
+	}
+	op := fmt.Sprintf("put %d manifests", len(ms))
+	var resp PutBatchResponse
+	if err := c.call(ctx, addr, op, http.MethodPost, PathManifestsBatch, url.Values{ParamLease: {lease}}, bytes.NewReader(body), &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(ms) {
+		return nil, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("%d results for %d manifests", len(resp.Results), len(ms))}
+	}
+	return resp.Results, nil
+}

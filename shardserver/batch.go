@@ -1,0 +1,104 @@
+package shardserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// batchParallelism bounds the manifests of one batch stored at once:
+// their fsyncs share pebble's group commits instead of queueing one
+// behind the other.
+const batchParallelism = 32
+
+// getManifestVersionsBatch is getManifestVersions for many keys of one
+// bucket.
+func (s *Server) getManifestVersionsBatch(w http.ResponseWriter, r *http.Request) {
+	var req shardrpc.VersionsBatchRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Bucket == "" || len(req.Keys) > shardrpc.MaxBatch {
+		s.fail(w, r, fmt.Errorf("%w: a bucket and at most %d keys", shardrpc.ErrBadRequest, shardrpc.MaxBatch))
+		return
+	}
+	out := shardrpc.VersionsBatchResponse{Keys: make([]shardrpc.KeyVersions, len(req.Keys))}
+	for i, key := range req.Keys {
+		cur, prev, err := s.meta.Versions(r.Context(), req.Bucket, key)
+		switch {
+		case errors.Is(err, metadata.ErrNotFound):
+		case err != nil:
+			if r.Context().Err() != nil {
+				s.fail(w, r, err)
+				return
+			}
+			out.Keys[i].Err = err.Error()
+		default:
+			out.Keys[i] = shardrpc.KeyVersions{Current: cur, Previous: prev}
+		}
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, out)
+}
+
+// putManifestsBatch is putManifest for many manifests: each is fenced by
+// the request's lease parameter and stored on its own, with its own
+// result.
+func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
+	var req shardrpc.PutBatchRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fence := r.URL.Query().Get(shardrpc.ParamLease)
+	if fence == "" || len(req.Manifests) > shardrpc.MaxBatch {
+		s.fail(w, r, fmt.Errorf("%w: a lease fence and at most %d manifests", shardrpc.ErrBadRequest, shardrpc.MaxBatch))
+		return
+	}
+	out := shardrpc.PutBatchResponse{Results: make([]shardrpc.PutResult, len(req.Manifests))}
+	// NB: each manifest is stored even if the client goes away, as a
+	// single put is: its follow-up work is queued with it.
+	ctx := context.WithoutCancel(r.Context())
+	var g errgroup.Group
+	g.SetLimit(batchParallelism)
+	for i, m := range req.Manifests {
+		g.Go(func() error {
+			err := s.storeClientManifest(ctx, m, fence)
+			if err != nil {
+				_, code := s.errorCode(r, err)
+				out.Results[i] = shardrpc.PutResult{Code: code, Message: err.Error()}
+				return nil
+			}
+			out.Results[i].Stored = true
+			return nil
+		})
+	}
+	g.Wait()
+	shardrpc.WriteJSON(w, http.StatusOK, out)
+}
+
+// storeClientManifest stores m, a client's write fenced by the key's
+// lease (fence: the holder, or shardrpc.NoLease), and queues its
+// follow-up work.
+func (s *Server) storeClientManifest(ctx context.Context, m *metadata.Manifest, fence string) error {
+	if m == nil {
+		return fmt.Errorf("%w: no manifest", shardrpc.ErrBadRequest)
+	}
+	done, err := s.leases.admit(shardrpc.LeaseName(m.Bucket, m.Key), fence, s.now())
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := s.meta.PutManifest(ctx, m)
+	if err != nil {
+		return err
+	}
+	s.afterPut(ctx, res)
+	return nil
+}
