@@ -57,7 +57,7 @@ func (w *writeCond) check(cur *metadata.Manifest) error {
 
 // current returns the key's current manifest, nil when there is none.
 func (l *layer) current(ctx context.Context, bucket, key string) (*metadata.Manifest, error) {
-	m, err := l.readManifest(ctx, bucket, key)
+	m, err := l.readHead(ctx, bucket, key)
 	if errors.Is(err, errNotFound) {
 		return nil, nil
 	}
@@ -169,5 +169,5 @@ func (l *layer) startProbe(ctx context.Context, bucket, key string) <-chan struc
 func (l *layer) probe(ctx context.Context, bucket, key string) {
 	order, addrs := l.manifestOrder(bucket, key)
 	v := newVote()
-	l.askManifests(ctx, order[:min(len(order), max(l.maxN, 1))], addrs, bucket, key, v)
+	l.askManifests(ctx, order[:min(len(order), max(l.maxN, 1))], addrs, bucket, key, v, "")
 }

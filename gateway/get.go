@@ -211,7 +211,11 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
 		return bucketErr(err)
 	}
-	m, err := g.layer.readManifest(ctx, req.bucket, req.key)
+	read := g.layer.readManifest
+	if head {
+		read = g.layer.readHead
+	}
+	m, err := read(ctx, req.bucket, req.key)
 	if errors.Is(err, errNotFound) {
 		return apiErr("NoSuchKey", "The specified key does not exist.")
 	}

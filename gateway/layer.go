@@ -29,6 +29,7 @@ type ShardAPI interface {
 	AbortManifest(ctx context.Context, addr, bucket, key string, v metadata.Version) error
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
 	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
+	GetManifestHeads(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
 	List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
 	PutBucket(ctx context.Context, addr string, b *metadata.Bucket) error
 	ListBuckets(ctx context.Context, addr string) ([]metadata.Bucket, error)
@@ -150,6 +151,8 @@ type manifestVote struct {
 	notFound  int
 	// answered holds the servers that answered, with versions or without.
 	answered map[string]bool
+	// holders lists the servers that hold each version.
+	holders map[metadata.Version][]string
 	// unreachable counts the servers asked that did not answer: gossip
 	// calls them dead, or the request failed.
 	unreachable int
@@ -169,6 +172,20 @@ type manifestVote struct {
 // unreachable. See decide for the rules and docs/CONSISTENCY.md for why
 // they are enough.
 func (l *layer) readManifest(ctx context.Context, bucket, key string) (*metadata.Manifest, error) {
+	return l.lookup(ctx, bucket, key, true)
+}
+
+// readHead is readManifest without the inline data of a small object
+// (its Inline is nil): for HEAD, preconditions and deletes, which need the
+// version and its attributes only. Asking n servers for a 100 KiB object's
+// bytes only to use one copy costs more than the lookup itself.
+func (l *layer) readHead(ctx context.Context, bucket, key string) (*metadata.Manifest, error) {
+	return l.lookup(ctx, bucket, key, false)
+}
+
+// lookup is readManifest; inline asks for a small object's data, which
+// one server sends (the first of the order, or a holder asked afterwards).
+func (l *layer) lookup(ctx context.Context, bucket, key string, inline bool) (*metadata.Manifest, error) {
 	order, addrs := l.manifestOrder(bucket, key)
 	v := newVote()
 	first := order[:min(len(order), max(l.maxN, 1))]
@@ -182,13 +199,20 @@ func (l *layer) readManifest(ctx context.Context, bucket, key string) (*metadata
 		if asked > 0 {
 			end = min(len(order), asked+3)
 		}
-		l.askManifests(ctx, order[asked:end], addrs, bucket, key, v)
+		full := ""
+		if inline && asked == 0 {
+			full = order[0]
+		}
+		l.askManifests(ctx, order[asked:end], addrs, bucket, key, v, full)
 		asked = end
 		m, verdict := l.decide(v, first)
 		switch verdict {
 		case verdictFound:
 			if m.Deleted {
 				return nil, errNotFound
+			}
+			if inline && hasInline(m) && m.Inline == nil {
+				return l.fetchInline(ctx, m, v.holders[m.Version], addrs)
 			}
 			return m, nil
 		case verdictAbsent:
@@ -222,7 +246,8 @@ func (l *layer) shardIDs() []string {
 
 // newVote returns an empty tally of a lookup.
 func newVote() *manifestVote {
-	return &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{}, answered: map[string]bool{}}
+	return &manifestVote{byVersion: map[metadata.Version]*metadata.Manifest{}, votes: map[metadata.Version]int{},
+		answered: map[string]bool{}, holders: map[metadata.Version][]string{}}
 }
 
 // add counts one server's answer: the versions it holds (none: it holds
@@ -234,10 +259,11 @@ func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest) {
 	}
 	for _, m := range versions {
 		l.clock.observe(m.Version)
-		if _, ok := v.byVersion[m.Version]; !ok {
+		if have, ok := v.byVersion[m.Version]; !ok || (have.Inline == nil && m.Inline != nil) {
 			v.byVersion[m.Version] = m
 		}
 		v.votes[m.Version]++
+		v.holders[m.Version] = append(v.holders[m.Version], id)
 	}
 }
 
@@ -249,7 +275,31 @@ func (v *manifestVote) fail(err error) {
 	}
 }
 
-func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[string]string, bucket, key string, v *manifestVote) {
+// hasInline reports whether m is an object stored inside its manifest.
+func hasInline(m *metadata.Manifest) bool { return !m.Deleted && len(m.Parts) == 0 && m.Size > 0 }
+
+// fetchInline returns m with its inline data, read from one of its
+// holders.
+func (l *layer) fetchInline(ctx context.Context, m *metadata.Manifest, holders []string, addrs map[string]string) (*metadata.Manifest, error) {
+	var errs []error
+	for _, id := range holders {
+		cur, prev, err := l.shards.GetManifestVersions(ctx, addrs[id], m.Bucket, m.Key)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, c := range append([]*metadata.Manifest{cur}, prev...) {
+			if c.Version == m.Version && int64(len(c.Inline)) == m.Size {
+				return c, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: %s/%s: none of %d holders of version %s sent its data: %v", errUnavailable, m.Bucket, m.Key, len(holders), m.Version, errors.Join(errs...))
+}
+
+// askManifests asks nodes for the versions of bucket/key they hold,
+// without inline data but from full.
+func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[string]string, bucket, key string, v *manifestVote, full string) {
 	var mu sync.Mutex
 	var g errgroup.Group
 	for _, id := range nodes {
@@ -259,7 +309,11 @@ func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[stri
 			continue
 		}
 		g.Go(func() error {
-			cur, prev, err := l.shards.GetManifestVersions(ctx, addr, bucket, key)
+			get := l.shards.GetManifestHeads
+			if id == full {
+				get = l.shards.GetManifestVersions
+			}
+			cur, prev, err := get(ctx, addr, bucket, key)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -62,6 +62,19 @@ func (f *fakeManifests) GetManifestVersions(_ context.Context, addr, bucket, key
 	return vs[0], vs[1:], nil
 }
 
+func (f *fakeManifests) GetManifestHeads(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error) {
+	cur, prev, err := f.GetManifestVersions(ctx, addr, bucket, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	strip := func(m *metadata.Manifest) *metadata.Manifest { c := *m; c.Inline = nil; return &c }
+	out := make([]*metadata.Manifest, len(prev))
+	for i, p := range prev {
+		out[i] = strip(p)
+	}
+	return strip(cur), out, nil
+}
+
 func (f *fakeManifests) GetManifestVersionsBatch(_ context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -143,7 +156,7 @@ func fakeCluster(t *testing.T, n int) (*Gateway, *fakeManifests, func(dead ...in
 // nine servers of its order (all of them, or those not in skip).
 func putFake(g *Gateway, f *fakeManifests, bucket, key string, skip ...int) *metadata.Manifest {
 	order, _ := g.layer.manifestOrder(bucket, key)
-	m := &metadata.Manifest{Bucket: bucket, Key: key, Version: g.layer.clock.next(), Code: "rs-6-3", Placement: order[:9], Size: 1}
+	m := &metadata.Manifest{Bucket: bucket, Key: key, Version: g.layer.clock.next(), Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("x")}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, id := range order[:9] {
@@ -243,4 +256,25 @@ func idx(id string) int {
 	var i int
 	fmt.Sscanf(id, "s%d", &i)
 	return i
+}
+
+// TestInlineFromOneServer: a lookup takes a small object's data from one
+// server only, from another holder when the first of the order is down,
+// and a HEAD's lookup takes none.
+func TestInlineFromOneServer(t *testing.T) {
+	ctx := context.Background()
+	g, f, kill := fakeCluster(t, 12)
+	putFake(g, f, "b", "k")
+	m, err := g.layer.readManifest(ctx, "b", "k")
+	if err != nil || string(m.Inline) != "x" {
+		t.Fatalf("read: %v, %v", m, err)
+	}
+	if h, err := g.layer.readHead(ctx, "b", "k"); err != nil || h.Inline != nil {
+		t.Fatalf("head: %v, %v; want no inline data", h, err)
+	}
+	order, _ := g.layer.manifestOrder("b", "k")
+	kill(idx(order[0]))
+	if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || string(m.Inline) != "x" {
+		t.Fatalf("read with the first server down: %v, %v", m, err)
+	}
 }

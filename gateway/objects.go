@@ -397,7 +397,7 @@ func (g *Gateway) deleteObject(c *fiber.Ctx, req *request) error {
 // success that did nothing.
 func (g *Gateway) deleteKey(ctx context.Context, bucket, key string) error {
 	return g.layer.fenced(ctx, func() error {
-		m, err := g.layer.readManifest(ctx, bucket, key)
+		m, err := g.layer.readHead(ctx, bucket, key)
 		if errors.Is(err, errNotFound) {
 			return nil
 		}

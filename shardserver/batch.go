@@ -41,6 +41,11 @@ func (s *Server) getManifestVersionsBatch(w http.ResponseWriter, r *http.Request
 			}
 			out.Keys[i].Err = err.Error()
 		default:
+			// NB: batched lookups serve deletes, which need no data.
+			cur.Inline = nil
+			for _, p := range prev {
+				p.Inline = nil
+			}
 			out.Keys[i] = shardrpc.KeyVersions{Current: cur, Previous: prev}
 		}
 	}

@@ -199,6 +199,12 @@ func (s *Server) getManifestVersions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if q.Get(shardrpc.ParamInline) == "0" {
+		cur.Inline = nil
+		for _, p := range prev {
+			p.Inline = nil
+		}
+	}
 	if prev == nil {
 		prev = []*metadata.Manifest{}
 	}

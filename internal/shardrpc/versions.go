@@ -14,6 +14,10 @@ import (
 // keeps until the current one is confirmed (see metadata.Store.Versions).
 const PathManifestVersions = "/v1/manifests/versions"
 
+// ParamInline set to "0" asks PathManifestVersions to leave out the inline
+// data of small objects: a lookup that asks n servers needs it from one.
+const ParamInline = "inline"
+
 // ManifestVersionsResponse answers GET PathManifestVersions. Current is
 // nil, and Previous empty, when the node holds no version of the key (the
 // reply is then a NotFound error instead).
@@ -28,8 +32,17 @@ type ManifestVersionsResponse struct {
 // as that node's vote, so a failed overwrite does not hide the version it
 // failed to replace.
 func (c *Client) GetManifestVersions(ctx context.Context, addr, bucket, key string) (cur *metadata.Manifest, prev []*metadata.Manifest, err error) {
+	return c.getManifestVersions(ctx, addr, bucket, key, url.Values{ParamBucket: {bucket}, ParamKey: {key}})
+}
+
+// GetManifestHeads is GetManifestVersions without the inline data of
+// small objects (their Inline is nil; Size still tells their length).
+func (c *Client) GetManifestHeads(ctx context.Context, addr, bucket, key string) (cur *metadata.Manifest, prev []*metadata.Manifest, err error) {
+	return c.getManifestVersions(ctx, addr, bucket, key, url.Values{ParamBucket: {bucket}, ParamKey: {key}, ParamInline: {"0"}})
+}
+
+func (c *Client) getManifestVersions(ctx context.Context, addr, bucket, key string, q url.Values) (cur *metadata.Manifest, prev []*metadata.Manifest, err error) {
 	op := fmt.Sprintf("get manifest versions %s/%s", bucket, key)
-	q := url.Values{ParamBucket: {bucket}, ParamKey: {key}}
 	var resp ManifestVersionsResponse
 	if err := c.call(ctx, addr, op, http.MethodGet, PathManifestVersions, q, nil, &resp); err != nil {
 		return nil, nil, err
