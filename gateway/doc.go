@@ -10,6 +10,10 @@
 //
 // Writes follow one rule: shards first, then manifests, and the client gets
 // its 200 only when at least k+1 shards and their manifests are durable.
-// Reads take the newest manifest version that at least k servers confirm,
-// so a write that did not reach quorum never becomes visible.
+// Reads take the newest manifest version that at least k servers hold,
+// when no newer one may have been acknowledged, and answer 503 when the
+// servers that answer cannot prove the answer. Versions come from a hybrid
+// clock that moves past every version read, and every write of a key is
+// fenced by the key's lease. docs/CONSISTENCY.md gives the guarantees and
+// why these rules keep them.
 package gateway
