@@ -9,7 +9,7 @@ import (
 
 // TestDecide checks the read rules of readManifest on hand-made answers
 // of a key's first nine servers (s0..s8), rs-6-3: write quorum 7, read
-// quorum 6.
+// quorum 6, a version visible once 6 hold it.
 func TestDecide(t *testing.T) {
 	servers := make([]string, 9)
 	for i := range servers {
@@ -71,11 +71,13 @@ func TestDecide(t *testing.T) {
 	}{
 		{"all hold v1", build(holding(9, v1)), verdictFound, 1},
 		{"no one holds it", build(nil), verdictAbsent, 0},
-		{"three answer none, six silent", build(nil, "s3", "s4", "s5", "s6", "s7", "s8"), verdictAbsent, 0},
-		{"two answer none, seven silent: a write quorum may hide", build(nil, "s2", "s3", "s4", "s5", "s6", "s7", "s8"), verdictUnsure, 0},
+		{"four answer none, five silent", build(nil, "s4", "s5", "s6", "s7", "s8"), verdictAbsent, 0},
+		{"three answer none, six silent: a visible version may hide", build(nil, "s3", "s4", "s5", "s6", "s7", "s8"), verdictUnsure, 0},
 		{"case 1: five hold v1, two silent, two never got it", build(holding(5, v1), "s5", "s6"), verdictUnsure, 0},
 		{"v2 on two servers, no one silent: never acknowledged", build(merge(holding(9, v1), holding(2, v2))), verdictFound, 1},
 		{"v2 on four, three silent: may be acknowledged, v1 would be stale", build(merge(holding(9, v1), holding(4, v2)), "s6", "s7", "s8"), verdictUnsure, 0},
+		{"v2 on three, two silent: cannot be visible", build(merge(holding(9, v1), holding(3, v2)), "s7", "s8"), verdictFound, 1},
+		{"v2 on four, two silent: may be visible", build(merge(holding(9, v1), holding(4, v2)), "s7", "s8"), verdictUnsure, 0},
 		{"v2 on six: readable and newest", build(merge(holding(9, v1), holding(6, v2))), verdictFound, 2},
 		{"tombstone newest", build(merge(holding(9, v1), holding(7, tomb))), verdictFound, 3},
 		{"v1 readable with three silent", build(holding(9, v1), "s0", "s1", "s2"), verdictFound, 1},

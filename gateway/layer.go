@@ -70,7 +70,7 @@ type layer struct {
 	// servers a manifest lookup asks.
 	maxN int
 	// minK is the smallest k among configured codes: a lookup proves a
-	// key absent only when at most minK servers of its first batch were
+	// key absent only when fewer than minK servers of its first batch were
 	// silent.
 	minK int
 }
@@ -335,25 +335,30 @@ type verdict int
 
 const (
 	verdictUnsure verdict = iota // ask further along the order, or 503
-	verdictFound                 // the returned manifest is the newest acknowledged version
-	verdictAbsent                // no write of the key was acknowledged
+	verdictFound                 // the returned manifest is the newest visible version
+	verdictAbsent                // no version of the key is visible
 )
 
 // decide applies the read rules to the answers so far; first is the
 // first batch of the key's order (the placement of a write made while
-// every server was up). A write is acknowledged only once writeQuorum
-// servers of its placement stored its manifest, so a version that fewer
-// servers can hold (its votes plus the members of its placement that did
-// not answer) was never acknowledged: a write that failed, or one still
-// in flight, which may be ordered after this read. Any other version
-// might have been, and the read can neither skip it for an older one nor
-// report the key absent.
+// every server was up).
+//
+// A version is visible once k servers hold it: a read may then have
+// returned it (reads need k, as many as a decode needs). Every write
+// acknowledged (k+1) is visible; a failed write that reached k is too,
+// and stays (nothing takes back a version k servers hold: the writer
+// aborts only below k, and servers roll back only versions provably held
+// by fewer than k). So a read must never skip a version that may be
+// visible for an older one, nor call the key absent while one may exist.
+// A version may be visible when its votes plus the members of its
+// placement that did not answer reach k; below that it is a failed write
+// or one still in flight, which is ordered after this read.
 //
 //   - found: the newest readable version (>= k votes) when no newer
-//     version might have been acknowledged;
-//   - absent: no version seen might have been acknowledged, and at most
-//     minK of first did not answer, so every write quorum (k+1 of a
-//     placement within first) has a member that answered;
+//     version may be visible;
+//   - absent: no version seen may be visible, and fewer than minK of
+//     first did not answer, so any k servers of a placement within first
+//     include one that answered;
 //   - unsure otherwise.
 func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, verdict) {
 	var best *metadata.Manifest
@@ -375,7 +380,7 @@ func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, ver
 				possible++
 			}
 		}
-		if possible >= l.writeQuorum(m) {
+		if possible >= l.readQuorum(m) {
 			return nil, verdictUnsure
 		}
 	}
@@ -388,7 +393,7 @@ func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, ver
 			silent++
 		}
 	}
-	if silent <= l.minK {
+	if silent < l.minK {
 		return nil, verdictAbsent
 	}
 	return nil, verdictUnsure

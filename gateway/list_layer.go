@@ -185,10 +185,10 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 }
 
 // confirmedEntry picks, among the copies of one name from several servers,
-// the newest version that may have been acknowledged: one that at least k
+// the newest version that may be visible (see decide): one that at least k
 // servers hold (as reads do, counting previous versions as votes too), or
 // that silent servers (down, or failed at the start of the listing) could
-// complete to a write quorum of k+1. A write that provably failed to reach
+// complete to k. A write that provably failed to reach
 // quorum is not listed and does not hide the version it failed to
 // replace; an acknowledged object whose servers are down does not vanish
 // from the listing (its GET answers 503 until they return). Common
@@ -215,7 +215,7 @@ func (l *layer) confirmedEntry(same []metadata.ListEntry, silent int) (metadata.
 		need := 1
 		if e.Code != "" {
 			if c, err := l.code(e.Code); err == nil {
-				need = min(c.DataShards(), c.DataShards()+1-silent)
+				need = max(c.DataShards()-silent, 1)
 			}
 		}
 		if votes[e.Version] >= need && (!found || best.Version.Less(e.Version)) {
