@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -408,6 +409,11 @@ func anonymous(t *testing.T, d *devCluster, method, path string, body []byte) (i
 	req, err := http.NewRequest(method, d.info.Endpoint+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != nil {
+		// S3 requires it on DeleteObjects; harmless elsewhere.
+		sum := md5.Sum(body)
+		req.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
