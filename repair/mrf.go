@@ -35,8 +35,8 @@ import (
 // and gets its shards rebuilt in place (healMissed), by the first holder
 // of the placement, or, after mrfForceAfter rounds, by any holder, in case
 // the first one noted nothing (it restarted, or its queue overflowed). A
-// write is handed on only once a write quorum holds it, so a failed write
-// is never spread; one that is not (yet) stays queued until it is, or
+// write is handed on only once it is visible (k servers hold it: see
+// quorumCache), so a failed write is never spread; one that is not (yet) stays queued until it is, or
 // until it expires after mrfMaxAge, which leaves it to the periodic sync.
 //
 // The queue lives in memory: a server that restarts loses its notes, and
@@ -85,7 +85,7 @@ type mrfNote struct {
 
 // mrfBackoff is how long a note that could not be healed waits before the
 // next try: mrfRetry, doubling, at most a minute, so that writes that stay
-// unhealable (fewer than a write quorum of holders are up) cost little.
+// unhealable (fewer than k holders are up) cost little.
 func mrfBackoff(rounds int) time.Duration {
 	return min(mrfRetry<<min(rounds, 5), time.Minute)
 }

@@ -147,10 +147,11 @@ func (w *Worker) askPeers(ctx context.Context, v nodeView, m *metadata.Manifest)
 const syncAskRounds = 3
 
 // confirmedNewer returns the newest version of m's key, newer than m, that
-// a write quorum of servers hold as current; nil if there is none. Taking
-// any newer version a single peer holds would spread a write that failed
-// (and that its servers will roll back) over the whole placement, and
-// readers would then choose a version whose shards do not exist.
+// enough servers hold as current to be visible (quorumCache); nil if there
+// is none. Taking any newer version a single peer holds would spread a
+// write that failed (and that its servers will roll back) over the whole
+// placement, and readers would then choose a version whose shards do not
+// exist.
 func confirmedNewer(m *metadata.Manifest, answers []peerAnswer, quorums *quorumCache) *metadata.Manifest {
 	votes := map[metadata.Version]int{}
 	seen := map[metadata.Version]*metadata.Manifest{m.Version: m}
@@ -184,8 +185,8 @@ func confirmedNewer(m *metadata.Manifest, answers []peerAnswer, quorums *quorumC
 // every server is live: no scan finds it, and the server's own scrubber
 // cannot, since it never got the manifest.
 //
-// Only m confirmed by a write quorum is handed on, so a failed write is
-// never spread; and only the first server of the placement holding m
+// Only a visible m (quorumCache) is handed on, so a failed write is never
+// spread; and only the first server of the placement holding m
 // does it (unless anyHolder), so the peers get it once. It returns how
 // many peers it gave the manifest.
 func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifest, answers []peerAnswer, quorums *quorumCache, anyHolder bool) int {
@@ -256,7 +257,11 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 	return given
 }
 
-// quorumCache remembers the write quorum (k+1) of each code name.
+// quorumCache remembers how many holders make a version of each code
+// visible: k, as many as a read needs. A version that many servers hold
+// may have been returned by a read, so nothing takes it back
+// (docs/CONSISTENCY.md) and handing it on is safe; one that fewer hold
+// may be a failed write, and is not spread.
 type quorumCache struct {
 	mu sync.Mutex
 	k  map[string]int
@@ -275,7 +280,7 @@ func (q *quorumCache) get(m *metadata.Manifest) int {
 		}
 		q.k[m.Code] = k
 	}
-	return min(k+1, len(m.Placement))
+	return min(k, len(m.Placement))
 }
 
 // syncManifests pulls newer versions of the local manifests keep selects

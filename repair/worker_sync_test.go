@@ -133,7 +133,7 @@ func TestHealMissed(t *testing.T) {
 		{name: "first holder gives it to those that missed it", holders: []int{2, 3, 4, 5, 6, 7}, older: []int{8}, shards: []int{8},
 			puts: []string{"a0", "a8"}, lost: []int{0}},
 		{name: "an earlier holder does it", holders: []int{0, 2, 3, 4, 5, 6}, puts: nil},
-		{name: "unconfirmed: fewer than k+1 hold it", holders: []int{2, 3, 4, 5, 6}, puts: nil},
+		{name: "not visible: fewer than k hold it", holders: []int{2, 3, 4, 5}, puts: nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,7 +245,8 @@ func TestSyncKeyTakesConfirmedNewer(t *testing.T) {
 		want    bool
 	}{
 		{"quorum holds the newer version", 7, true},
-		{"too few hold it", 6, false},
+		{"k hold it: visible", 6, true},
+		{"too few hold it", 5, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeCluster(10)

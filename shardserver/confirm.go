@@ -28,15 +28,17 @@ import (
 // overwrite made while this server was away can have moved the key to
 // servers this one would not otherwise ask):
 //
-//   - confirmed: the current version, or a newer one, is held (current or
-//     previous) by at least a write quorum of that version's servers. The
-//     previous versions are dropped and their shard files collected.
+//   - confirmed: the current version, or a newer one, is visible: held
+//     (current or previous) by at least k servers, so a gateway may have
+//     returned it and nothing may take it back (docs/CONSISTENCY.md). It
+//     is the key's version from now on: the previous versions are dropped
+//     and their shard files collected.
 //   - failed: the current version is older than RollbackAfter here, no
 //     newer version exists anywhere asked, and even counting every server
-//     that did not answer as a holder it is held by fewer than a write
-//     quorum, so no gateway can have acknowledged it. It is rolled back:
-//     the newest previous version is current again, and the failed
-//     version's shard files are collected.
+//     that did not answer as a holder it is held by fewer than k, so no
+//     gateway can have acknowledged it (k+1) or returned it (k). It is
+//     rolled back: the newest previous version is current again, and the
+//     failed version's shard files are collected.
 //   - otherwise the job asks again after ConfirmRetry.
 //
 // A newer version seen anywhere, confirmed or not, rules a rollback out:
@@ -94,11 +96,11 @@ const (
 // decide is the pure core of a confirm job: cur is this server's current
 // manifest, t what the servers said (cur's placement and the placements
 // of the newer versions they reported), age how long cur has been current
-// here, quorum the write quorum of a manifest.
-func decide(cur *metadata.Manifest, t tally, age, rollbackAfter time.Duration, quorum func(*metadata.Manifest) int) verdict {
+// here, visible how many holders make a version of a manifest visible.
+func decide(cur *metadata.Manifest, t tally, age, rollbackAfter time.Duration, visible func(*metadata.Manifest) int) verdict {
 	replaced := false
 	for v, m := range t.manifests {
-		if !v.Less(cur.Version) && t.holders[v] >= quorum(m) {
+		if !v.Less(cur.Version) && t.holders[v] >= visible(m) {
 			return verdictConfirm
 		}
 		replaced = replaced || cur.Version.Less(v)
@@ -106,21 +108,22 @@ func decide(cur *metadata.Manifest, t tally, age, rollbackAfter time.Duration, q
 	if replaced {
 		return verdictRetry
 	}
-	if age >= rollbackAfter && t.holders[cur.Version]+t.unreachable < quorum(cur) {
+	if age >= rollbackAfter && t.holders[cur.Version]+t.unreachable < visible(cur) {
 		return verdictRollBack
 	}
 	return verdictRetry
 }
 
-// quorum is the write quorum of m: k+1 of its code, capped at its
-// placement (as the gateway counts); a majority when the code is unknown.
-func (s *Server) quorum(m *metadata.Manifest) int {
+// visible is how many servers make a version of m visible: k of its code
+// (as many as a read needs, as the gateway counts), capped at its
+// placement; a majority when the code is unknown.
+func (s *Server) visible(m *metadata.Manifest) int {
 	n := len(m.Placement)
 	if n == 0 {
 		return 1
 	}
 	if c, err := s.code(m.Code); err == nil {
-		return min(c.DataShards()+1, n)
+		return min(c.DataShards(), n)
 	}
 	return n/2 + 1
 }
@@ -219,7 +222,7 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool,
 		return true, nil
 	}
 	t := s.ask(ctx, cur, prev)
-	switch decide(cur, t, s.now().Sub(j.Since), s.cfg.RollbackAfter, s.quorum) {
+	switch decide(cur, t, s.now().Sub(j.Since), s.cfg.RollbackAfter, s.visible) {
 	case verdictConfirm:
 		dropped, err := s.meta.DropPrevious(ctx, j.Bucket, j.Key, cur.Version)
 		if err != nil {
