@@ -344,6 +344,21 @@ const forever = time.Duration(math.MaxInt64)
 
 func isRead(o Op) bool { return o.Kind == Get || o.Kind == Head }
 
+// observed returns what o saw of its key, if it saw anything: a read's
+// answer, the value a successful If-Match PUT matched, or the absence a
+// successful If-None-Match: * PUT found.
+func observed(o Op) (value string, res Result, ok bool) {
+	switch {
+	case isRead(o) && (o.Result == OK || o.Result == NotFound):
+		return o.Value, o.Result, true
+	case o.Kind == Put && o.Result == OK && o.Cond == IfMatch:
+		return o.Match, OK, true
+	case o.Kind == Put && o.Result == OK && o.Cond == IfNoneMatch:
+		return "", NotFound, true
+	}
+	return "", 0, false
+}
+
 // end is when o completed, or forever for an indeterminate write (it may
 // take effect any time after its invocation).
 func end(o Op) time.Duration {
@@ -368,37 +383,41 @@ func witnesses(key string, ops []Op) []Finding {
 		out = append(out, Finding{Kind: kind, Key: key, Why: why, Ops: ops})
 	}
 	for _, r := range ops {
-		if r.Kind != Get && r.Kind != Head {
+		if isRead(r) && r.Result == Failed && r.Final {
+			add(Unreadable, "the read after the nemesis healed still failed", r)
+		}
+		rv, rres, ok := observed(r)
+		if !ok {
 			continue
 		}
-		switch r.Result {
-		case Failed:
-			if r.Final {
-				add(Unreadable, "the read after the nemesis healed still failed", r)
-			}
+		subject := "the read"
+		if r.Kind == Put {
+			subject = "the conditional PUT"
+		}
+		switch rres {
 		case OK:
-			w, ok := writer[r.Value]
+			w, ok := writer[rv]
 			switch {
 			case !ok:
-				add(Corrupt, "the read returned a value no PUT wrote", r)
+				add(Corrupt, subject+" saw a value no PUT wrote", r)
 				continue
 			case w.Result == PreconditionFailed || w.Result == NotFound:
-				add(Corrupt, "the read returned the value of a PUT that was refused", w, r)
+				add(Corrupt, subject+" saw the value of a PUT that was refused", w, r)
 				continue
 			case w.Start > r.End:
-				add(Corrupt, "the read returned a value before its PUT began", r, w)
+				add(Corrupt, subject+" saw a value before its PUT began", r, w)
 				continue
 			}
 			// By when the value had surely taken effect: its PUT's
-			// acknowledgement, or the end of the first read that saw it
-			// (a PUT that failed may take effect, and once seen it has).
+			// acknowledgement, or the end of the first operation that saw
+			// it (a PUT that failed may take effect, and once seen it has).
 			evidence := []Op{w}
 			in := forever
 			if w.Result == OK {
 				in = w.End
 			}
 			for _, o := range ops {
-				if isRead(o) && o.Result == OK && o.Value == r.Value && o.End < r.Start && o.End < in {
+				if ov, ores, ok := observed(o); ok && ores == OK && ov == rv && o.End < r.Start && o.End < in {
 					in, evidence = o.End, []Op{w, o}
 				}
 			}
@@ -409,7 +428,7 @@ func witnesses(key string, ops []Op) []Finding {
 			// ended before r began replaced the value for good.
 			var by *Op
 			for i, o := range ops {
-				if o.write() && o.Result == OK && o.Value != r.Value && o.Start > in && o.End < r.Start {
+				if o.write() && o.Result == OK && o.Value != rv && o.Start > in && o.End < r.Start {
 					if by == nil || o.End > by.End {
 						by = &ops[i]
 					}
@@ -417,27 +436,28 @@ func witnesses(key string, ops []Op) []Finding {
 			}
 			if by != nil {
 				if by.Kind == Delete {
-					add(Resurrected, "the read returned a value an acknowledged DELETE had removed before the read began", append(evidence, *by, r)...)
+					add(Resurrected, subject+" saw a value an acknowledged DELETE had removed before it began", append(evidence, *by, r)...)
 				} else {
-					add(Stale, "the read returned a value an acknowledged PUT had replaced before the read began", append(evidence, *by, r)...)
+					add(Stale, subject+" saw a value an acknowledged PUT had replaced before it began", append(evidence, *by, r)...)
 				}
 				continue
 			}
-			// Or a read that began after that and ended before r began
-			// saw something else: the value was replaced by then (by a
-			// write that took effect, even one that failed), and a value
+			// Or an operation that began after that and ended before r
+			// began saw something else: the value was replaced by then (by
+			// a write that took effect, even one that failed), and a value
 			// is written once, so it cannot come back.
 			for i, o := range ops {
-				if isRead(o) && o.determinate() && o.Value != r.Value && o.Start > in && o.End < r.Start && (by == nil || o.End > by.End) {
+				ov, ores, ok := observed(o)
+				if ok && (ores != OK || ov != rv) && o.Start > in && o.End < r.Start && (by == nil || o.End > by.End) {
 					by = &ops[i]
 				}
 			}
 			switch {
 			case by == nil:
-			case by.Result == NotFound:
-				add(Resurrected, "the read returned a value an earlier read had already found deleted", append(evidence, *by, r)...)
+			case by.Result == NotFound || by.Cond == IfNoneMatch:
+				add(Resurrected, subject+" saw a value an earlier operation had already found deleted", append(evidence, *by, r)...)
 			default:
-				add(Stale, "the read returned a value an earlier read had already seen replaced", append(evidence, *by, r)...)
+				add(Stale, subject+" saw a value an earlier operation had already seen replaced", append(evidence, *by, r)...)
 			}
 		case NotFound:
 			// The latest acknowledged PUT before r, if no DELETE can fall
@@ -459,7 +479,7 @@ func witnesses(key string, ops []Op) []Finding {
 				}
 			}
 			if !explained {
-				add(Lost, "the read found no object after an acknowledged PUT, and no DELETE could have removed it", *last, r)
+				add(Lost, subject+" found no object after an acknowledged PUT, and no DELETE could have removed it", *last, r)
 			}
 		}
 	}

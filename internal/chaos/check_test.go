@@ -152,18 +152,18 @@ func TestDoubleConditionalWinnerFails(t *testing.T) {
 	})
 }
 
-// TestPorcupineAloneConvicts: an If-None-Match: * PUT that succeeded on
-// a key holding a value, with no DELETE anywhere: no witness rule names
-// it, only the linearizability check catches it.
+// TestPorcupineAloneConvicts: an If-Match PUT refused (412) although
+// the key held the very value it matched, and no other write ran: no
+// witness rule names a refusal, only the linearizability check catches it.
 func TestPorcupineAloneConvicts(t *testing.T) {
 	var b hb
-	b.add(put("v1", OK), 0, 1).add(get("v1"), 1.5, 2).add(putINM("v2", OK), 3, 4).add(get("v2"), 5, 6)
+	b.add(put("v1", OK), 0, 1).add(get("v1"), 1.5, 2).add(putIM("v1", "v2", PreconditionFailed), 3, 4).add(get("v1"), 5, 6)
 	dir := t.TempDir()
 	r := Check(b.ops, CheckOptions{Timeout: 10 * time.Second, VizDir: dir})
 	if r.Violations != 1 || len(r.Illegal) != 1 || len(r.Findings) != 1 || r.Findings[0].Kind != NotLinearizable {
 		t.Fatalf("want porcupine to convict with no witness: %+v", r)
 	}
-	// The conditional PUT is where the history breaks.
+	// The refused conditional PUT is where the history breaks.
 	if got := r.Findings[0].Ops[0]; got.ID != 2 {
 		t.Errorf("culprit %v, want the If-None-Match PUT", got)
 	}
@@ -228,5 +228,36 @@ func TestRolledBackFailedWriteFails(t *testing.T) {
 		var b hb
 		b.add(put("v1", OK), 0, 1).add(put("v2", Failed), 2, 4).add(get("v1"), 3, 3.5).add(get("v2"), 5, 6)
 		wantClean(t, check(t, b.ops))
+	})
+}
+
+// A successful conditional PUT saw its key: If-Match the value it
+// matched, If-None-Match: * no object. The rules that convict reads
+// convict it too.
+func TestConditionalPutsAreObservations(t *testing.T) {
+	t.Run("lost update", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", OK), 0, 1).add(put("v2", OK), 2, 3).add(putIM("v1", "v3", OK), 4, 5)
+		wantFinding(t, check(t, b.ops), Stale)
+	})
+	t.Run("matched a value a read had seen deleted", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", OK), 0, 1).add(del(Failed), 2, 4).add(getNone(), 3, 3.5).add(putIM("v1", "v2", OK), 5, 6)
+		wantFinding(t, check(t, b.ops), Resurrected)
+	})
+	t.Run("created over an acknowledged value", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", OK), 0, 1).add(putINM("v2", OK), 3, 4)
+		wantFinding(t, check(t, b.ops), Lost)
+	})
+	t.Run("a create acknowledged, then the old value", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", OK), 0, 1).add(del(Failed), 2, 2.5).add(putINM("v2", OK), 3, 4).add(get("v1"), 5, 6)
+		wantFinding(t, check(t, b.ops), Stale) // v2 was acknowledged: it replaced v1
+	})
+	t.Run("a create seen, then the old value", func(t *testing.T) {
+		var b hb
+		b.add(put("v1", OK), 0, 1).add(del(Failed), 2, 2.5).add(putINM("v2", Failed), 3, 4).add(Op{Kind: Head, Result: NotFound}, 3.5, 3.6).add(get("v1"), 5, 6)
+		wantFinding(t, check(t, b.ops), Resurrected)
 	})
 }
