@@ -313,7 +313,9 @@ func (n *Nemesis) WaitRedundant(parent context.Context, wait time.Duration) (tim
 				n.set(fmt.Sprintf("redundant after %.1fs", d.Seconds()), true)
 				return d, true
 			}
-		} else {
+		} else if ctx.Err() == nil {
+			// A status cut short by the wait's end says nothing; the
+			// last one that answered does.
 			why = err.Error()
 		}
 		n.set("healing: "+why, false)
