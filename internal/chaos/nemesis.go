@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -41,6 +42,10 @@ type Nemesis struct {
 	HealWait time.Duration
 	// Since turns a time into the history's offset (for the event log).
 	Since func(time.Time) time.Duration
+
+	// hold waits out a fault or a quiet spell; nil: really wait (tests
+	// pass a clock of their own).
+	hold func(ctx context.Context, d time.Duration) bool
 
 	mu      sync.Mutex
 	state   string
@@ -116,6 +121,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+func (n *Nemesis) wait(ctx context.Context, d time.Duration) bool {
+	if n.hold != nil {
+		return n.hold(ctx, d)
+	}
+	return sleep(ctx, d)
+}
+
 func secs(rng *rand.Rand, lo, hi int) time.Duration {
 	return time.Duration(lo*1000+rng.IntN((hi-lo)*1000+1)) * time.Millisecond
 }
@@ -132,7 +144,7 @@ func (n *Nemesis) Run(ctx context.Context) error {
 	rng := rand.New(rand.NewPCG(n.Seed, 0x6e656d65736973))
 	for ctx.Err() == nil {
 		n.set("quiet", false)
-		if !sleep(ctx, secs(rng, 1, 4)) {
+		if !n.wait(ctx, secs(rng, 1, 4)) {
 			return nil
 		}
 		if err := n.fault(ctx, rng); err != nil {
@@ -184,7 +196,7 @@ func (n *Nemesis) fault(ctx context.Context, rng *rand.Rand) error {
 		if err := n.kill(ids); err != nil {
 			return err
 		}
-		sleep(ctx, hold)
+		n.wait(ctx, hold)
 	case p < 50: // pause
 		ids := pick(rng, shards, 1+rng.IntN(n.MaxDown))
 		hold := secs(rng, 2, 10)
@@ -192,7 +204,7 @@ func (n *Nemesis) fault(ctx context.Context, rng *rand.Rand) error {
 		if err := n.pause(ids); err != nil {
 			return err
 		}
-		sleep(ctx, hold)
+		n.wait(ctx, hold)
 	case p < 65 && n.MaxDown >= 2: // some killed, some paused
 		ids := pick(rng, shards, 2+rng.IntN(max(n.MaxDown-1, 1)))
 		ids = ids[:min(len(ids), n.MaxDown)]
@@ -205,7 +217,7 @@ func (n *Nemesis) fault(ctx context.Context, rng *rand.Rand) error {
 		if err := n.pause(ids[cut:]); err != nil {
 			return err
 		}
-		sleep(ctx, hold)
+		n.wait(ctx, hold)
 	case p < 85: // rolling: some servers, back, then others
 		m := max(1, n.MaxDown-1)
 		perm := rng.Perm(shards)
@@ -217,7 +229,7 @@ func (n *Nemesis) fault(ctx context.Context, rng *rand.Rand) error {
 		if err := n.kill(first); err != nil {
 			return err
 		}
-		if !sleep(ctx, hold) {
+		if !n.wait(ctx, hold) {
 			return nil
 		}
 		if err := n.Heal(ctx); err != nil {
@@ -228,7 +240,7 @@ func (n *Nemesis) fault(ctx context.Context, rng *rand.Rand) error {
 		if err := n.kill(second); err != nil {
 			return err
 		}
-		sleep(ctx, hold)
+		n.wait(ctx, hold)
 	default: // the second gateway
 		hold := secs(rng, 1, 5)
 		n.set(fmt.Sprintf("kill -9 gateway 2 for %s", hold), true)
@@ -238,7 +250,7 @@ func (n *Nemesis) fault(ctx context.Context, rng *rand.Rand) error {
 		if err := n.Target.KillGateway(); err != nil {
 			return err
 		}
-		sleep(ctx, hold)
+		n.wait(ctx, hold)
 	}
 	return nil
 }
@@ -278,10 +290,11 @@ func (n *Nemesis) Heal(ctx context.Context) error {
 	}
 	n.set("heal: restart and resume everything", true)
 	var errs []error
-	for i := range paused {
+	// In order: the same seed makes the same moves.
+	for _, i := range slices.Sorted(maps.Keys(paused)) {
 		errs = append(errs, n.Target.ResumeShard(i))
 	}
-	for i := range killed {
+	for _, i := range slices.Sorted(maps.Keys(killed)) {
 		errs = append(errs, n.Target.RestartShard(ctx, i))
 	}
 	if gw {
