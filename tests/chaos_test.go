@@ -27,6 +27,7 @@ type chaosResult struct {
 	Corrupt        int      `json:"corrupt"`
 	Conflicts      int      `json:"conflicts"`
 	Unreadable     int      `json:"unreadable"`
+	Unknown        int      `json:"unknown"`
 	Keys           int      `json:"keys"`
 	Faults         int      `json:"faults"`
 	Heals          int      `json:"heals"`
@@ -84,6 +85,9 @@ func checkChaos(t *testing.T, res chaosResult, runErr error, minOps int) {
 	}
 	if res.Violations != 0 || len(res.Illegal) != 0 {
 		t.Errorf("%d keys not linearizable: %v (visualizations in %s)", res.Violations, res.Illegal, res.ReportDir)
+	}
+	if res.Unknown != 0 {
+		t.Errorf("%d keys the checker could not decide in time: nothing proven for them", res.Unknown)
 	}
 	if runErr != nil {
 		t.Errorf("regen chaos: %v", runErr)
