@@ -154,6 +154,13 @@ func (s *Server) enqueueConfirmAfter(ctx context.Context, cur *metadata.Manifest
 	j := metadata.ConfirmJob{Bucket: cur.Bucket, Key: cur.Key, Version: cur.Version, Since: now, Due: now.Add(delay)}
 	if err := s.meta.EnqueueConfirm(ctx, j); err != nil {
 		s.log.Error("enqueue confirm", "bucket", cur.Bucket, "key", cur.Key, "err", err)
+		return
+	}
+	if delay <= 0 {
+		select {
+		case s.confirmNow <- struct{}{}:
+		default: // a run is already due; it takes this job too
+		}
 	}
 }
 

@@ -60,11 +60,13 @@ func garbage(old, cur *metadata.Manifest, node string) []shardRef {
 // manifest is stored, and kept versions are only ever too many, never too
 // few.
 func (s *Server) afterPut(ctx context.Context, res metadata.PutResult) {
-	if (res.Stored && res.Replaced != nil) || res.Kept {
-		s.enqueueConfirm(ctx, res.Current)
-	}
-	if res.Previous >= metadata.MaxPrevious {
+	switch {
+	case res.Previous >= metadata.MaxPrevious:
+		// NB: one job, not this and the usual one: each is a synced
+		// write, and a hot key pays it on every overwrite.
 		s.enqueueConfirmAfter(ctx, res.Current, 0)
+	case (res.Stored && res.Replaced != nil) || res.Kept:
+		s.enqueueConfirm(ctx, res.Current)
 	}
 	if res.Stored && s.cfg.OnStored != nil {
 		s.cfg.OnStored(res.Current)

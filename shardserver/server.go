@@ -28,6 +28,9 @@ type Server struct {
 	rep    *repairState
 	peers  versionAsker // confirm jobs ask peers through it
 	codes  sync.Map     // code name -> codec.Code, for write quorums
+	// confirmNow wakes Run for a confirm job due at once (a key that
+	// reached metadata.MaxPrevious), rather than at the next GC tick.
+	confirmNow chan struct{}
 	// drainMu serializes drain flag changes (file and gossip together).
 	drainMu sync.Mutex
 	// dataPath counts the data-path steps bytes took here (see
@@ -77,6 +80,8 @@ func New(cfg Config) (*Server, error) {
 		m:      m,
 		now:    time.Now,
 		peers:  shardrpc.New(cfg.Secret, cfg.PeerHTTP),
+
+		confirmNow: make(chan struct{}, 1),
 	}
 	if s.rep, err = newRepairState(cfg); err != nil {
 		meta.Close()
@@ -158,6 +163,10 @@ func (s *Server) routes() http.Handler {
 	return shardrpc.Recover(s.log, shardrpc.NewVerifier(s.cfg.Secret, shardrpc.VerifierOptions{Logger: s.log}).Middleware(root))
 }
 
+// earlyConfirmGap is the least time between two runs of the confirm queue
+// woken by keys that reached metadata.MaxPrevious.
+const earlyConfirmGap = time.Second
+
 // Run runs the background loops (confirm and GC queues, orphan sweep, abandoned
 // multipart uploads) until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
@@ -167,11 +176,28 @@ func (s *Server) Run(ctx context.Context) error {
 	defer sweep.Stop()
 	uploads := time.NewTicker(s.cfg.UploadSweepInterval)
 	defer uploads.Stop()
+	var lastConfirms time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.confirmNow:
+			// NB: at most one such run per earlyConfirmGap: a hot key's
+			// writes meanwhile are confirmed together, one round of
+			// questions to its peers for many writes.
+			if wait := earlyConfirmGap - time.Since(lastConfirms); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
+			}
+			lastConfirms = time.Now()
+			if _, err := s.runConfirms(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("confirm queue", "err", err)
+			}
 		case <-gc.C:
+			lastConfirms = time.Now()
 			if _, err := s.runConfirms(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("confirm queue", "err", err)
 			}
