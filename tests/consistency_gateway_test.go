@@ -4,13 +4,158 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/regen-s3/regen/metadata"
 )
+
+// Case 1: a 404 that should be a 503, and a DELETE acknowledged but never
+// done. rs-6-3 over exactly nine servers: two of the key's servers die,
+// the PUT is acknowledged with 7 of 9; the two come back (without the
+// object: nothing has healed them yet) and two OTHER servers die. Five
+// servers hold the object now, fewer than the 6 a read needs, and seven
+// answer: nobody can prove the key absent. GET and HEAD must answer 503,
+// a listing must not silently leave the key out, and DELETE may answer
+// 204 only if its tombstone is durable on a write quorum (7). When every
+// server is back, the object (or the acknowledged delete) is as
+// acknowledged.
+func TestConsistencyCase1UnavailableIsNotAbsent(t *testing.T) {
+	e2e(t)
+	d := startDev(t, "--shards", "9", "--repair-grace", "10m")
+	k := newCons(t, d)
+	const bucket, key = "case1", "obj"
+	mustMakeBucket(t, k.c, bucket)
+	pl := k.order(bucket, key)
+	first, second := pl[1:3], pl[3:5]
+	others := func(skip ...[]string) []string {
+		var out []string
+		for _, id := range pl {
+			if !slices.ContainsFunc(skip, func(s []string) bool { return slices.Contains(s, id) }) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	args := map[string][]string{}
+	for _, id := range pl {
+		args[id] = d.shardArgs(k.idx[id])
+	}
+
+	for _, id := range first {
+		d.killShard(k.idx[id])
+	}
+	k.waitStates(t, 30*time.Second, others(first), first)
+	data := randomData(1<<20+333, 11)
+	info := put(t, k.c, bucket, key, data, minio.PutObjectOptions{DisableMultipart: true})
+	var putV metadata.Version
+	holders := 0
+	for _, id := range others(first) {
+		cur, _, err := k.versions(t, id, bucket, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur != nil {
+			holders++
+			putV = cur.Version
+		}
+	}
+	if holders != 7 {
+		t.Fatalf("the PUT left its manifest on %d servers, the scenario needs 7 of 9", holders)
+	}
+
+	// The first two come back; at once, two others die. Healing the two
+	// needs the object confirmed by a write quorum of holders (7), and
+	// only five are left: they stay without it.
+	for _, id := range first {
+		d.restartShard(k.idx[id], args[id])
+	}
+	for _, id := range second {
+		d.killShard(k.idx[id])
+	}
+	k.waitStates(t, 30*time.Second, others(second), second)
+	for _, id := range first {
+		if cur, _, err := k.versions(t, id, bucket, key); err != nil || cur != nil {
+			t.Fatalf("server %s holds %v (err %v): healed before the second kill, the scenario did not happen", id, cur, err)
+		}
+	}
+	t.Logf("object %s acknowledged (ETag %s) on 7 of 9; now 5 holders, 2 servers without it, 2 dead", putV, info.ETag)
+
+	if _, err := getBody(k.c, bucket, key); httpStatus(err) != 503 {
+		t.Errorf("GET with 5 of 9 holders reachable: %d (%v), want 503", httpStatus(err), err)
+	}
+	if _, err := k.c.StatObject(ctx(t), bucket, key, minio.StatObjectOptions{}); httpStatus(err) != 503 {
+		t.Errorf("HEAD with 5 of 9 holders reachable: %d (%v), want 503", httpStatus(err), err)
+	}
+	listed, listErr := false, error(nil)
+	for o := range k.c.ListObjects(ctx(t), bucket, minio.ListObjectsOptions{}) {
+		if o.Err != nil {
+			listErr = o.Err
+			break
+		}
+		listed = listed || o.Key == key
+	}
+	switch {
+	case listErr != nil && httpStatus(listErr) != 503:
+		t.Errorf("listing: %v, want the key or 503", listErr)
+	case listErr == nil && !listed:
+		t.Errorf("listing answered without the key: it vanished silently")
+	}
+
+	delErr := k.c.RemoveObject(ctx(t), bucket, key, minio.RemoveObjectOptions{})
+	t.Logf("DELETE answered %d (%v)", httpStatus(delErr), delErr)
+	switch httpStatus(delErr) {
+	case 200:
+		// 204: the tombstone must be durable on a write quorum (7), and
+		// only seven servers are up.
+		tombs := 0
+		for _, id := range others(second) {
+			cur, _, err := k.versions(t, id, bucket, key)
+			if err == nil && cur != nil && cur.Deleted && putV.Less(cur.Version) {
+				tombs++
+			}
+		}
+		if tombs < 7 {
+			t.Errorf("DELETE answered 204 with its tombstone on %d servers, fewer than the write quorum 7", tombs)
+		}
+	case 503:
+	default:
+		t.Errorf("DELETE: %v, want 204 (tombstone on a write quorum) or 503", delErr)
+	}
+
+	// Everyone back: the outcome is what was acknowledged.
+	for _, id := range second {
+		d.restartShard(k.idx[id], args[id])
+	}
+	k.waitStates(t, 30*time.Second, pl, nil)
+	var final string
+	waitFor(t, 60*time.Second, "the object to answer again with all servers back", func() bool {
+		got, err := getBody(k.c, bucket, key)
+		switch {
+		case err == nil && bytes.Equal(got, data):
+			final = "the object"
+		case err == nil:
+			final = "other bytes"
+		case minio.ToErrorResponse(err).Code == "NoSuchKey":
+			final = "NoSuchKey"
+		default:
+			return false
+		}
+		return true
+	})
+	t.Logf("with every server back: %s", final)
+	switch {
+	case delErr == nil && final != "NoSuchKey":
+		t.Errorf("DELETE was acknowledged (204), yet with all servers back GET finds %s", final)
+	case delErr != nil && final == "other bytes":
+		t.Errorf("GET returns bytes that were never written")
+	}
+}
 
 // Case 3: a gateway whose clock is 10 minutes behind overwrites and
 // deletes keys the normal gateway wrote. Its acknowledged writes come
