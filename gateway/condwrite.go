@@ -94,19 +94,23 @@ func (g *Gateway) precheck(ctx context.Context, bucket, key string, w *writeCond
 // probed, when not nil, is closed by a probe of the key started when the
 // request began (startProbe), which the first try uses instead of its own:
 // the probe then overlaps the upload of the body.
-func (g *Gateway) commit(ctx context.Context, m *metadata.Manifest, holders []string, quorum int, w *writeCond, probed <-chan struct{}) error {
+func (g *Gateway) commit(ctx context.Context, m *metadata.Manifest, holders []string, quorum int, w *writeCond, probed <-chan bool) error {
 	if w != nil {
 		return g.commitChecked(ctx, m, holders, quorum, w)
 	}
 	return g.layer.fenced(ctx, func() error {
+		var seen bool
 		if probed != nil {
-			<-probed
+			seen = <-probed
 			probed = nil
 		} else {
-			g.layer.probe(ctx, m.Bucket, m.Key)
+			seen = g.layer.probe(ctx, m.Bucket, m.Key)
 		}
 		m.Version = g.layer.clock.next()
 		m.Modified = time.Unix(0, m.Version.TS).UTC()
+		if seen {
+			return g.layer.replaceManifest(ctx, m, holders, quorum, shardrpc.NoLease)
+		}
 		return g.layer.writeManifest(ctx, m, holders, quorum, shardrpc.NoLease)
 	})
 }
@@ -130,6 +134,9 @@ func (g *Gateway) commitChecked(ctx context.Context, m *metadata.Manifest, holde
 	}
 	m.Version = g.layer.clock.next()
 	m.Modified = time.Unix(0, m.Version.TS).UTC()
+	if cur != nil {
+		return g.layer.replaceManifest(lctx, m, holders, quorum, kl.holder)
+	}
 	return g.layer.writeManifest(lctx, m, holders, quorum, kl.holder)
 }
 
@@ -152,22 +159,25 @@ func (l *layer) fenced(ctx context.Context, write func() error) error {
 	}
 }
 
-// startProbe runs probe in the background; the channel is closed when it
-// is done.
-func (l *layer) startProbe(ctx context.Context, bucket, key string) <-chan struct{} {
-	done := make(chan struct{})
+// startProbe runs probe in the background; its result arrives on the
+// channel, which is then closed.
+func (l *layer) startProbe(ctx context.Context, bucket, key string) <-chan bool {
+	done := make(chan bool, 1)
 	go func() {
 		defer close(done)
-		l.probe(ctx, bucket, key)
+		done <- l.probe(ctx, bucket, key)
 	}()
 	return done
 }
 
 // probe reads the versions the key's first servers hold, so that the
 // clock moves past them (readManifest does the same for every version it
-// sees). Its answers decide nothing else: servers that fail are skipped.
-func (l *layer) probe(ctx context.Context, bucket, key string) {
+// sees), and reports whether any server holds one (the write then
+// replaces a version: see replaceManifest). Servers that fail are
+// skipped.
+func (l *layer) probe(ctx context.Context, bucket, key string) bool {
 	order, addrs := l.manifestOrder(bucket, key)
 	v := newVote()
 	l.askManifests(ctx, order[:min(len(order), max(l.maxN, 1))], addrs, bucket, key, v, "")
+	return len(v.byVersion) > 0
 }

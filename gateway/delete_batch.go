@@ -135,6 +135,9 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 		i := tombKey[t]
 		quorum := l.writeQuorum(m)
 		if len(stored[t]) >= quorum {
+			if l.notify != nil {
+				l.notify.committed(m, stored[t])
+			}
 			continue
 		}
 		if len(stored[t]) < l.readQuorum(m) {

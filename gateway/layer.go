@@ -26,6 +26,7 @@ type ShardAPI interface {
 	PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, lease string) (bool, metadata.Version, error)
 	GetManifestVersionsBatch(ctx context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error)
 	PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, lease string) ([]shardrpc.PutResult, error)
+	Committed(ctx context.Context, addr string, refs []shardrpc.VersionRef) error
 	AbortManifest(ctx context.Context, addr, bucket, key string, v metadata.Version) error
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
 	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
@@ -64,6 +65,10 @@ type layer struct {
 	nodes  Membership
 	log    *slog.Logger
 	clock  clock
+
+	// notify tells servers which replacing writes reached a quorum; nil
+	// in tests that need no notices.
+	notify *notifier
 
 	codes sync.Map // code name -> codec.Code
 	// maxN is the widest stripe among configured codes: the first batch of
@@ -427,6 +432,23 @@ func (l *layer) writeQuorum(m *metadata.Manifest) int {
 // of the key's lease the writer holds, or shardrpc.NoLease: servers
 // refuse the write while someone else holds the key's lease.
 func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) error {
+	_, err := l.storeManifest(ctx, m, nodes, quorum, lease)
+	return err
+}
+
+// replaceManifest is writeManifest for a write that replaces a version
+// (an overwrite, a tombstone): once it is on a quorum, the servers that
+// stored it are told (notifier), so their confirm jobs need not ask.
+func (l *layer) replaceManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) error {
+	stored, err := l.storeManifest(ctx, m, nodes, quorum, lease)
+	if err == nil && l.notify != nil {
+		l.notify.committed(m, stored)
+	}
+	return err
+}
+
+// storeManifest is writeManifest; it returns the addresses that stored m.
+func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) ([]string, error) {
 	var mu sync.Mutex
 	var stored []string
 	ok, errs := l.onLive(nodes, func(_, addr string) error {
@@ -447,9 +469,9 @@ func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 		if ok < l.readQuorum(m) {
 			l.abortManifest(m, stored)
 		}
-		return &stripe.QuorumError{Op: "manifest write", Want: quorum, Got: ok, Errs: errs}
+		return stored, &stripe.QuorumError{Op: "manifest write", Want: quorum, Got: ok, Errs: errs}
 	}
-	return nil
+	return stored, nil
 }
 
 // abortManifest takes a failed manifest write that fewer than k servers

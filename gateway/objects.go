@@ -227,7 +227,7 @@ func (g *Gateway) storeObject(ctx context.Context, m *metadata.Manifest, code co
 	var sum [md5.Size]byte
 	var ok []bool
 	var err error
-	var probed <-chan struct{}
+	var probed <-chan bool
 	if cond == nil {
 		probed = g.layer.startProbe(ctx, m.Bucket, m.Key)
 		// Whatever happens below, the probe is waited for: it must not
@@ -409,7 +409,7 @@ func (g *Gateway) deleteKey(ctx context.Context, bucket, key string) error {
 			Code: m.Code, Placement: m.Placement,
 		}
 		tomb.Modified = time.Unix(0, tomb.Version.TS).UTC()
-		return g.layer.writeManifest(ctx, tomb, m.Placement, g.layer.writeQuorum(m), shardrpc.NoLease)
+		return g.layer.replaceManifest(ctx, tomb, m.Placement, g.layer.writeQuorum(m), shardrpc.NoLease)
 	})
 }
 

@@ -55,7 +55,8 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		metrics:   newMetrics(cfg.Registerer),
 		writeBufs: stripe.NewBuffers(cfg.WriteMemory),
 	}
-	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID, offset: cfg.ClockOffset}}
+	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID, offset: cfg.ClockOffset},
+		notify: newNotifier(shards)}
 	for _, name := range g.codeNames() {
 		c, err := g.layer.code(name)
 		if err != nil {
@@ -121,6 +122,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	go g.layer.notify.run(ctx)
 	g.metrics.listener.Store(gl)
 	errc := make(chan error, 1)
 	go func() { errc <- g.app.Listener(gl) }()

@@ -228,8 +228,13 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool,
 		// job), or there is nothing left to decide.
 		return true, nil
 	}
-	t := s.ask(ctx, cur, prev)
-	switch decide(cur, t, s.now().Sub(j.Since), s.cfg.RollbackAfter, s.visible) {
+	verdict := verdictConfirm
+	var t tally
+	if !s.noted(cur) {
+		t = s.ask(ctx, cur, prev)
+		verdict = decide(cur, t, s.now().Sub(j.Since), s.cfg.RollbackAfter, s.visible)
+	}
+	switch verdict {
 	case verdictConfirm:
 		dropped, err := s.meta.DropPrevious(ctx, j.Bucket, j.Key, cur.Version)
 		if err != nil {

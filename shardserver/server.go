@@ -27,6 +27,7 @@ type Server struct {
 	leases leaseTable
 	rep    *repairState
 	peers  versionAsker // confirm jobs ask peers through it
+	notes  committedSet // versions gateways reported on a write quorum
 	codes  sync.Map     // code name -> codec.Code, for write quorums
 	// confirmNow wakes Run for a confirm job due at once (a key that
 	// reached metadata.MaxPrevious), rather than at the next GC tick.
@@ -125,6 +126,7 @@ func (s *Server) routes() http.Handler {
 		{"GET " + shardrpc.PathManifestVersions, "get_manifest_versions", s.getManifestVersions},
 		{"POST " + shardrpc.PathManifestVersionsBatch, "get_manifest_versions_batch", s.getManifestVersionsBatch},
 		{"POST " + shardrpc.PathManifestsBatch, "put_manifests_batch", s.putManifestsBatch},
+		{"POST " + shardrpc.PathCommitted, "committed", s.committed},
 		{"POST " + shardrpc.PathManifestAbort, "abort_manifest", s.abortManifest},
 		{"GET " + shardrpc.PathList, "list", s.list},
 		{"POST " + shardrpc.PathBuckets, "put_bucket", s.putBucket},

@@ -1,0 +1,74 @@
+package shardserver
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// committedSet remembers the versions gateways reported as stored on a
+// write quorum (shardrpc.PathCommitted), so that a confirm job for one of
+// them confirms it without asking the peers. It lives in memory and is
+// bounded: a version it forgot (a restart, or more notices than it holds
+// before their jobs ran) is confirmed the slow way, by asking, which is
+// always right. A notice can only confirm, never roll back, so a lost or
+// late one costs time, not safety.
+type committedSet struct {
+	mu   sync.Mutex
+	set  map[shardrpc.VersionRef]struct{}
+	fifo []shardrpc.VersionRef
+}
+
+// maxCommitted bounds the set: a few GCDelays of notices at thousands of
+// writes a second.
+const maxCommitted = 1 << 18
+
+func (c *committedSet) add(r shardrpc.VersionRef) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.set == nil {
+		c.set = map[shardrpc.VersionRef]struct{}{}
+	}
+	if _, ok := c.set[r]; ok {
+		return
+	}
+	if len(c.fifo) >= maxCommitted {
+		delete(c.set, c.fifo[0])
+		c.fifo = c.fifo[1:]
+	}
+	c.set[r] = struct{}{}
+	c.fifo = append(c.fifo, r)
+}
+
+// take reports whether r was noted, and forgets it.
+func (c *committedSet) take(r shardrpc.VersionRef) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.set[r]
+	delete(c.set, r) // NB: its fifo slot goes when it reaches the front
+	return ok
+}
+
+func (s *Server) committed(w http.ResponseWriter, r *http.Request) {
+	var req shardrpc.CommittedRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Versions) > shardrpc.MaxBatch {
+		s.fail(w, r, fmt.Errorf("%w: at most %d versions", shardrpc.ErrBadRequest, shardrpc.MaxBatch))
+		return
+	}
+	for _, v := range req.Versions {
+		s.notes.add(v)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// noted reports whether a gateway said cur is on a write quorum.
+func (s *Server) noted(cur *metadata.Manifest) bool {
+	return s.notes.take(shardrpc.VersionRef{Bucket: cur.Bucket, Key: cur.Key, Version: cur.Version})
+}

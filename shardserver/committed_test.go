@@ -1,0 +1,47 @@
+package shardserver
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+)
+
+// TestCommittedNoticeConfirmsWithoutAsking: with every peer unreachable a
+// confirm job can decide nothing, but a gateway's notice that the version
+// is on a write quorum confirms it: the previous version goes.
+func TestCommittedNoticeConfirmsWithoutAsking(t *testing.T) {
+	ce := newConfirmEnv(t)
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	ce.putManifest(t, v1)
+	ce.putManifest(t, v2)
+	ce.setPeers(0, 9, peerState{err: errors.New("connection refused")})
+	ce.tick(t, testGCDelay)
+	if got := ce.state(t); got != "2 | 1" {
+		t.Fatalf("without a notice, peers silent: versions %q, want both kept", got)
+	}
+	ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v2.Version}
+	if err := ce.client.Committed(context.Background(), ce.addr, []shardrpc.VersionRef{ref}); err != nil {
+		t.Fatal(err)
+	}
+	ce.tick(t, ce.srv.retryDelay())
+	if got := ce.state(t); got != "2 |" {
+		t.Fatalf("after the notice: versions %q, want v1 dropped", got)
+	}
+}
+
+func TestCommittedSetIsBounded(t *testing.T) {
+	var c committedSet
+	for i := range maxCommitted + 10 {
+		c.add(shardrpc.VersionRef{Bucket: "b", Key: "k", Version: wide(int64(i+1), "p").Version})
+	}
+	if len(c.set) > maxCommitted {
+		t.Fatalf("%d notes kept, bound %d", len(c.set), maxCommitted)
+	}
+	first := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: wide(1, "p").Version}
+	last := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: wide(int64(maxCommitted+10), "p").Version}
+	if c.take(first) || !c.take(last) || c.take(last) {
+		t.Fatal("want the oldest note evicted, the newest taken once")
+	}
+}
