@@ -56,6 +56,10 @@ type Membership interface {
 var (
 	errNotFound    = errors.New("not found")
 	errUnavailable = errors.New("not enough shard servers answered")
+	// errStayed marks a failed manifest write that k servers stored: it
+	// is visible (a read may have returned it) and stays, so its data
+	// must stay too. Callers must not delete its shard files or parts.
+	errStayed = errors.New("the failed write stays: k servers stored it")
 )
 
 // layer is the gateway's view of the shard servers: manifests by quorum,
@@ -466,10 +470,12 @@ func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 		// answered with it, and taking it back would make that answer
 		// disappear. It then stays, and the client's failure means what
 		// a 5xx means in S3: the write may or may not have happened.
+		qerr := &stripe.QuorumError{Op: "manifest write", Want: quorum, Got: ok, Errs: errs}
 		if ok < l.readQuorum(m) {
 			l.abortManifest(m, stored)
+			return stored, qerr
 		}
-		return stored, &stripe.QuorumError{Op: "manifest write", Want: quorum, Got: ok, Errs: errs}
+		return stored, fmt.Errorf("%w: %w", errStayed, qerr)
 	}
 	return stored, nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -19,10 +20,12 @@ import (
 type fakeManifests struct {
 	ShardAPI // the calls these tests do not make panic
 
-	mu    sync.Mutex
-	held  map[string]map[string][]*metadata.Manifest // addr -> bucket/key -> versions, newest first
-	down  map[string]bool
-	calls int
+	mu   sync.Mutex
+	held map[string]map[string][]*metadata.Manifest // addr -> bucket/key -> versions, newest first
+	down map[string]bool
+	// refuse makes live servers fail manifest writes.
+	refuse map[string]bool
+	calls  int
 }
 
 func newFakeManifests() *fakeManifests {
@@ -95,7 +98,7 @@ func (f *fakeManifests) PutManifestFenced(_ context.Context, addr string, m *met
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	if f.down[addr] {
+	if f.down[addr] || f.refuse[addr] {
 		return false, metadata.Version{}, fmt.Errorf("%s down", addr)
 	}
 	f.store(addr, m)
@@ -276,5 +279,37 @@ func TestInlineFromOneServer(t *testing.T) {
 	kill(idx(order[0]))
 	if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || string(m.Inline) != "x" {
 		t.Fatalf("read with the first server down: %v, %v", m, err)
+	}
+}
+
+// TestFailedWriteStaysOnceVisible: a manifest write that fails short of
+// k+1 is taken back below k (nothing visible) and stays from k on, which
+// the caller learns (errStayed) so that it keeps the write's data.
+func TestFailedWriteStaysOnceVisible(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		refused int
+		stayed  bool
+	}{{3, true}, {4, false}} {
+		t.Run(fmt.Sprintf("%d refused", tc.refused), func(t *testing.T) {
+			g, f, _ := fakeCluster(t, 12)
+			order, _ := g.layer.manifestOrder("b", "k")
+			f.refuse = map[string]bool{}
+			for _, id := range order[:tc.refused] {
+				f.refuse["a"+id[1:]] = true
+			}
+			m := &metadata.Manifest{Bucket: "b", Key: "k", Version: g.layer.clock.next(), Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("x")}
+			err := g.layer.writeManifest(ctx, m, m.Placement, 7, shardrpc.NoLease)
+			if err == nil || errors.Is(err, errStayed) != tc.stayed {
+				t.Fatalf("write on %d of 9: %v, want stayed=%v", 9-tc.refused, err, tc.stayed)
+			}
+			_, rerr := g.layer.readManifest(ctx, "b", "k")
+			if tc.stayed && rerr != nil {
+				t.Fatalf("a write that stayed does not read back: %v", rerr)
+			}
+			if !tc.stayed && rerr != errNotFound {
+				t.Fatalf("a write taken back reads as %v, want not found", rerr)
+			}
+		})
 	}
 }

@@ -213,12 +213,17 @@ func (g *Gateway) completeMultipartUpload(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
-	if err := g.commit(ctx, m, u.Placement, quorum, cond, nil); err != nil {
-		return err
-	}
 	keep := make([]string, len(m.Parts))
 	for i, p := range m.Parts {
 		keep[i] = p.ID
+	}
+	if err := g.commit(ctx, m, u.Placement, quorum, cond, nil); err != nil {
+		if errors.Is(err, errStayed) {
+			// The object is visible with these parts: the upload is
+			// over, or an abort (or its expiry) would delete its data.
+			g.layer.finishUpload(ctx, u, keep)
+		}
+		return err
 	}
 	g.layer.finishUpload(ctx, u, keep)
 	return sendXML(c, fiber.StatusOK, CompleteMultipartUploadResult{

@@ -262,7 +262,11 @@ func (g *Gateway) storeObject(ctx context.Context, m *metadata.Manifest, code co
 	}
 	quorum := min(code.DataShards()+1, len(m.Placement))
 	if err := g.commit(ctx, m, holders, quorum, cond, probed); err != nil {
-		g.abandon(m, ok)
+		// NB: a write that stayed (errStayed) keeps its shards: its
+		// manifest is visible, and the shards are its data.
+		if !errors.Is(err, errStayed) {
+			g.abandon(m, ok)
+		}
 		return err
 	}
 	return nil

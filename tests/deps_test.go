@@ -29,6 +29,7 @@ var allowedImports = map[string][]string{
 	"shardserver":        {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/connguard"},
 	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4", "internal/s3policy", "internal/connguard"},
 	"repair":             {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe"},
+	"internal/chaos":     {"internal/cluster", "internal/sigv4"},
 }
 
 func TestImportArrows(t *testing.T) {

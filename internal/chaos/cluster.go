@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/regen-s3/regen/gateway"
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/sigv4"
 )
@@ -406,8 +405,8 @@ func (c *DevCluster) Close() {
 }
 
 // Status fetches the admin status from regen dev's gateway.
-func (c *DevCluster) Status(ctx context.Context) (gateway.Status, error) {
-	var st gateway.Status
+func (c *DevCluster) Status(ctx context.Context) (Status, error) {
+	var st Status
 	err := c.admin(ctx, http.MethodGet, "status", nil, &st)
 	return st, err
 }
@@ -418,7 +417,7 @@ func (c *DevCluster) SetBucketCode(ctx context.Context, bucket, code string) err
 }
 
 func (c *DevCluster) admin(ctx context.Context, method, path string, q url.Values, out any) error {
-	u := "http://" + c.endpoints[0] + gateway.AdminPrefix + path
+	u := "http://" + c.endpoints[0] + adminPrefix + path
 	if len(q) > 0 {
 		u += "?" + strings.ReplaceAll(q.Encode(), "+", "%20")
 	}
@@ -448,7 +447,7 @@ func (c *DevCluster) admin(ctx context.Context, method, path string, q url.Value
 // Redundant reports whether the cluster is fully redundant as its status
 // tells: every shard server up and answering, no degraded stripe, no
 // repair queued or running. The string says what is still missing.
-func Redundant(st gateway.Status, shards int) (bool, string) {
+func Redundant(st Status, shards int) (bool, string) {
 	up := 0
 	for _, n := range st.Nodes {
 		if n.Role == cluster.RoleShard && n.State == cluster.StateAlive && n.Error == "" {

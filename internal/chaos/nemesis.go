@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/regen-s3/regen/gateway"
 )
 
 // Target is what the nemesis breaks: a cluster's shard servers and its
@@ -24,7 +22,7 @@ type Target interface {
 	ResumeShard(i int) error
 	KillGateway() error
 	RestartGateway(ctx context.Context) error
-	Status(ctx context.Context) (gateway.Status, error)
+	Status(ctx context.Context) (Status, error)
 }
 
 // Nemesis injects seeded faults, one at a time, each followed by a heal

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regen-s3/regen/gateway"
 	"github.com/regen-s3/regen/internal/cluster"
 )
 
@@ -97,20 +96,20 @@ func (f *fakeTarget) RestartGateway(context.Context) error {
 }
 
 // Status reports the cluster redundant once everything is back up.
-func (f *fakeTarget) Status(context.Context) (gateway.Status, error) {
+func (f *fakeTarget) Status(context.Context) (Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var st gateway.Status
+	var st Status
 	for i := range f.n {
 		state := cluster.StateAlive
 		if f.killed[i] || f.paused[i] {
 			state = cluster.StateDead
 		}
-		m := gateway.NodeStatus{}
+		m := NodeStatus{}
 		m.ID, m.State, m.Role = fmt.Sprint(i), state, cluster.RoleShard
 		st.Nodes = append(st.Nodes, m)
 	}
-	st.Stripes, st.Repair = &gateway.StripeStatus{}, &gateway.RepairStatus{}
+	st.Stripes, st.Repair = &StripeStatus{}, &RepairStatus{}
 	return st, nil
 }
 
