@@ -17,16 +17,13 @@ type fakeTarget struct {
 	t       *testing.T
 	n       int
 	maxDown int
-	stopAt  int // faults after which the run is ended
-	cancel  context.CancelFunc
 
-	mu      sync.Mutex
-	killed  map[int]bool
-	paused  map[int]bool
-	gwDown  bool
-	log     []string
-	peak    int
-	actions int
+	mu     sync.Mutex
+	killed map[int]bool
+	paused map[int]bool
+	gwDown bool
+	log    []string
+	peak   int
 }
 
 func (f *fakeTarget) Shards() int { return f.n }
