@@ -106,18 +106,11 @@ func checkChaos(t *testing.T, res chaosResult, runErr error, minOps int) {
 // TestChaosShort is a short seeded `regen chaos` run: clients through two
 // gateways (one with its clock 10 minutes behind) under kill -9, SIGSTOP
 // and restarts, every key's history checked for linearizability and
-// durability. It runs only with REGEN_CHAOS=1 until issue 16's fixes make
-// it pass reliably, then it belongs in go test ./...: before them,
-// acknowledged writes were lost to the skewed clock and conditional writes
-// raced; after the first fixes, readers saw the version of a PUT or DELETE
-// that failed (503) and then saw it rolled back; after the visibility
-// fixes (e2bc3c6), seed 502 of a 2-minute run still left a key unreadable
-// after the heal (a failed PUT's version visible, 5 of its 6 needed shards
-// written: GET answers 200 and breaks mid-body).
+// durability. Before issue 16's fixes it failed on every run: acknowledged
+// writes were lost to the skewed clock and conditional writes raced; after
+// the first fixes, readers saw the version of a PUT or DELETE that failed
+// (503) and later saw it rolled back.
 func TestChaosShort(t *testing.T) {
-	if os.Getenv("REGEN_CHAOS") == "" {
-		t.Skip("REGEN_CHAOS=1 runs it: today's code fails it (issue 16)")
-	}
 	res, err := runChaos(t, 16, 30*time.Second)
 	checkChaos(t, res, err, 50)
 }
