@@ -173,11 +173,29 @@ func (l *layer) startProbe(ctx context.Context, bucket, key string) <-chan bool 
 // probe reads the versions the key's first servers hold, so that the
 // clock moves past them (readManifest does the same for every version it
 // sees), and reports whether any server holds one (the write then
-// replaces a version: see replaceManifest). Servers that fail are
-// skipped.
+// replaces a version: see replaceManifest).
+//
+// It needs answers from maxN-minK+1 of the first maxN servers only: every
+// visible version is on k of a placement within them, and any k of them
+// meet that many. So it asks that many live ones first, and the rest of
+// the first maxN only when some fail: a small PUT's probe costs 4 calls
+// instead of 9 with rs-6-3.
 func (l *layer) probe(ctx context.Context, bucket, key string) bool {
 	order, addrs := l.manifestOrder(bucket, key)
+	first := order[:min(len(order), max(l.maxN, 1))]
+	need := max(len(first)-l.minK+1, 1)
+	var ask, rest []string
+	for _, id := range first {
+		if _, live := addrs[id]; live && len(ask) < need {
+			ask = append(ask, id)
+		} else {
+			rest = append(rest, id)
+		}
+	}
 	v := newVote()
-	l.askManifests(ctx, order[:min(len(order), max(l.maxN, 1))], addrs, bucket, key, v, "")
+	l.askManifests(ctx, ask, addrs, bucket, key, v, "")
+	if len(v.answered) < need {
+		l.askManifests(ctx, rest, addrs, bucket, key, v, "")
+	}
 	return len(v.byVersion) > 0
 }

@@ -313,3 +313,28 @@ func TestFailedWriteStaysOnceVisible(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeAsksFew: a write's probe asks n-k+1 servers when they answer,
+// more when some fail, and sees a version held by k servers either way.
+func TestProbeAsksFew(t *testing.T) {
+	ctx := context.Background()
+	g, f, kill := fakeCluster(t, 12)
+	order, _ := g.layer.manifestOrder("b", "k")
+	// A failed write that stayed: held by the last six of the first nine.
+	m := putFake(g, f, "b", "k", 0, 1, 2)
+	f.calls = 0
+	if !g.layer.probe(ctx, "b", "k") {
+		t.Fatal("probe missed a version six servers hold")
+	}
+	if f.calls != 4 {
+		t.Errorf("probe made %d calls, want 4", f.calls)
+	}
+	if v := g.layer.clock.next(); !m.Version.Less(v) {
+		t.Errorf("next version %v not past the probed %v", v, m.Version)
+	}
+	kill(idx(order[3]), idx(order[4]))
+	f.calls = 0
+	if !g.layer.probe(ctx, "b", "k") {
+		t.Fatal("probe with two servers down missed the version")
+	}
+}
