@@ -147,7 +147,7 @@ func (l *layer) fenced(ctx context.Context, write func() error) error {
 	deadline := time.Now().Add(leaseWait)
 	for {
 		err := write()
-		if !errors.Is(err, shardrpc.ErrLeaseHeld) {
+		if !errors.Is(err, shardrpc.ErrLeaseHeld) && !errors.Is(err, errNewer) {
 			return err
 		}
 		if time.Now().After(deadline) {

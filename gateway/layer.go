@@ -60,6 +60,12 @@ var (
 	// is visible (a read may have returned it) and stays, so its data
 	// must stay too. Callers must not delete its shard files or parts.
 	errStayed = errors.New("the failed write stays: k servers stored it")
+	// errNewer: a server holds a newer version than the one written. The
+	// write is tried again with a newer version (fenced): counting it as
+	// a race it was allowed to lose is wrong when the newer version is a
+	// conditional write that checked the key before this one landed
+	// (chaos seed 707: an acknowledged PUT lost to an If-Match PUT).
+	errNewer = errors.New("a server holds a newer version")
 )
 
 // layer is the gateway's view of the shard servers: manifests by quorum,
@@ -456,8 +462,13 @@ func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 	var mu sync.Mutex
 	var stored []string
 	ok, errs := l.onLive(nodes, func(_, addr string) error {
-		if _, _, err := l.shards.PutManifestFenced(ctx, addr, m, lease); err != nil {
+		_, cur, err := l.shards.PutManifestFenced(ctx, addr, m, lease)
+		if err != nil {
 			return err
+		}
+		if m.Version.Less(cur) {
+			l.clock.observe(cur)
+			return fmt.Errorf("%w: %s over %s", errNewer, cur, m.Version)
 		}
 		mu.Lock()
 		stored = append(stored, addr)
