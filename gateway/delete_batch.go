@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -85,10 +84,7 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 		switch {
 		case verdict == verdictAbsent, verdict == verdictFound && m.Deleted:
 		case verdict == verdictFound:
-			t := &metadata.Manifest{Bucket: m.Bucket, Key: m.Key, Version: l.clock.next(), Deleted: true,
-				Code: m.Code, Placement: m.Placement}
-			t.Modified = time.Unix(0, t.Version.TS).UTC()
-			tombs = append(tombs, t)
+			tombs = append(tombs, l.tombstone(m))
 			tombKey = append(tombKey, i)
 		default:
 			slow = append(slow, i)

@@ -163,7 +163,6 @@ func placementKey(bucket, key string) string { return bucket + "/" + key }
 type manifestVote struct {
 	byVersion map[metadata.Version]*metadata.Manifest
 	votes     map[metadata.Version]int
-	notFound  int
 	// answered holds the servers that answered, with versions or without.
 	answered map[string]bool
 	// holders lists the servers that hold each version.
@@ -269,9 +268,6 @@ func newVote() *manifestVote {
 // no version of the key).
 func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest) {
 	v.answered[id] = true
-	if len(versions) == 0 {
-		v.notFound++
-	}
 	for _, m := range versions {
 		l.clock.observe(m.Version)
 		if have, ok := v.byVersion[m.Version]; !ok || (have.Inline == nil && m.Inline != nil) {
@@ -412,6 +408,14 @@ func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, ver
 		return nil, verdictAbsent
 	}
 	return nil, verdictUnsure
+}
+
+// tombstone is a delete of m: a new version on m's placement.
+func (l *layer) tombstone(m *metadata.Manifest) *metadata.Manifest {
+	t := &metadata.Manifest{Bucket: m.Bucket, Key: m.Key, Version: l.clock.next(), Deleted: true,
+		Code: m.Code, Placement: m.Placement}
+	t.Modified = time.Unix(0, t.Version.TS).UTC()
+	return t
 }
 
 // readQuorum is how many servers must hold a version of m's code for it

@@ -408,11 +408,7 @@ func (g *Gateway) deleteKey(ctx context.Context, bucket, key string) error {
 		if err != nil {
 			return err
 		}
-		tomb := &metadata.Manifest{
-			Bucket: m.Bucket, Key: m.Key, Version: g.layer.clock.next(), Deleted: true,
-			Code: m.Code, Placement: m.Placement,
-		}
-		tomb.Modified = time.Unix(0, tomb.Version.TS).UTC()
+		tomb := g.layer.tombstone(m)
 		return g.layer.replaceManifest(ctx, tomb, m.Placement, g.layer.writeQuorum(m), shardrpc.NoLease)
 	})
 }
