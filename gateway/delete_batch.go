@@ -118,6 +118,12 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 						failed[t] = append(failed[t], fmt.Errorf("node %s: %w", id, err))
 					case res[j].Err() != nil:
 						failed[t] = append(failed[t], fmt.Errorf("node %s: %w", id, res[j].Err()))
+					case res[j].Current != nil && tombs[t].Version.Less(*res[j].Current):
+						// A newer write got there first: as in
+						// storeManifest, the clock moves past it and
+						// the key is deleted again, on its own.
+						l.clock.observe(*res[j].Current)
+						failed[t] = append(failed[t], fmt.Errorf("node %s: %w: %s over %s", id, errNewer, *res[j].Current, tombs[t].Version))
 					default:
 						stored[t] = append(stored[t], addrs[id])
 					}
@@ -140,7 +146,7 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 			l.abortManifest(m, stored[t])
 		}
 		qerr := &stripe.QuorumError{Op: "tombstone write", Want: quorum, Got: len(stored[t]), Errs: failed[t]}
-		if errors.Is(qerr, shardrpc.ErrLeaseHeld) {
+		if errors.Is(qerr, shardrpc.ErrLeaseHeld) || errors.Is(qerr, errNewer) {
 			slow = append(slow, i)
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/shardrpc"
@@ -26,6 +27,21 @@ type fakeManifests struct {
 	// refuse makes live servers fail manifest writes.
 	refuse map[string]bool
 	calls  int
+	// beforePut, when set, runs once (under mu) before the next manifest
+	// write lands: a concurrent writer getting there first.
+	beforePut func()
+}
+
+// current returns the newest version addr holds of m's key.
+func (f *fakeManifests) current(addr string, m *metadata.Manifest) metadata.Version {
+	return f.versions(addr, m.Bucket, m.Key)[0].Version
+}
+
+func (f *fakeManifests) racePut() {
+	if hook := f.beforePut; hook != nil {
+		f.beforePut = nil
+		hook()
+	}
 }
 
 func newFakeManifests() *fakeManifests {
@@ -101,8 +117,9 @@ func (f *fakeManifests) PutManifestFenced(_ context.Context, addr string, m *met
 	if f.down[addr] || f.refuse[addr] {
 		return false, metadata.Version{}, fmt.Errorf("%s down", addr)
 	}
+	f.racePut()
 	f.store(addr, m)
-	return true, m.Version, nil
+	return true, f.current(addr, m), nil
 }
 
 func (f *fakeManifests) PutManifestsFenced(_ context.Context, addr string, ms []*metadata.Manifest, _ string) ([]shardrpc.PutResult, error) {
@@ -112,10 +129,12 @@ func (f *fakeManifests) PutManifestsFenced(_ context.Context, addr string, ms []
 	if f.down[addr] {
 		return nil, fmt.Errorf("%s down", addr)
 	}
+	f.racePut()
 	out := make([]shardrpc.PutResult, len(ms))
 	for i, m := range ms {
 		f.store(addr, m)
-		out[i].Stored = true
+		cur := f.current(addr, m)
+		out[i] = shardrpc.PutResult{Stored: true, Current: &cur}
 	}
 	return out, nil
 }
@@ -236,6 +255,19 @@ func TestDeleteKeysBatched(t *testing.T) {
 			t.Fatalf("after the servers return: %v, want not found", err)
 		}
 	})
+	t.Run("a newer version lands before the tombstone", func(t *testing.T) {
+		// As an If-Match PUT that checked the key before the tombstone
+		// landed would: the delete must not end older than it.
+		g, f, _ := fakeCluster(t, 12)
+		putFake(g, f, "b", "k")
+		f.beforePut = func() { landNewer(g, f, "b", "k") }
+		if err := g.deleteKeys(ctx, "b", []string{"k"})[0]; err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if m, err := g.layer.readManifest(ctx, "b", "k"); err != errNotFound {
+			t.Fatalf("after a delete acknowledged: %v, %v; want not found (the tombstone older than a version that landed before it)", m, err)
+		}
+	})
 	t.Run("case 1: unreadable object is a 503, not a false delete", func(t *testing.T) {
 		g, f, kill := fakeCluster(t, 12)
 		putFake(g, f, "b", "k", 0, 1) // acknowledged with 7 of 9
@@ -253,6 +285,20 @@ func TestDeleteKeysBatched(t *testing.T) {
 			t.Fatalf("after the servers return: %v, %v; want the object", m, err)
 		}
 	})
+}
+
+// landNewer stores, on the first nine servers of the key's order, a
+// version newer than any g's clock gives yet: a write of another gateway
+// whose clock is ahead (or a conditional write that checked the key
+// before this gateway's write landed).
+func landNewer(g *Gateway, f *fakeManifests, bucket, key string) *metadata.Manifest {
+	order, _ := g.layer.manifestOrder(bucket, key)
+	m := &metadata.Manifest{Bucket: bucket, Key: key, Version: metadata.Version{TS: time.Now().Add(time.Hour).UnixNano(), Writer: "other"},
+		Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("newer"), ETag: "newer"}
+	for _, id := range order[:9] {
+		f.store("a"+id[1:], m)
+	}
+	return m
 }
 
 func idx(id string) int {
@@ -336,5 +382,29 @@ func TestProbeAsksFew(t *testing.T) {
 	f.calls = 0
 	if !g.layer.probe(ctx, "b", "k") {
 		t.Fatal("probe with two servers down missed the version")
+	}
+}
+
+// TestWriteAfterStaleProbeIsNewest (chaos seed 707): an unconditional
+// write versioned from a probe made when its upload began must not land
+// older than a version written meanwhile (here by a gateway whose clock
+// is an hour ahead, as an If-Match PUT that checked the key before this
+// write landed would be): it is tried again with a newer version and ends
+// the key's current one.
+func TestWriteAfterStaleProbeIsNewest(t *testing.T) {
+	ctx := context.Background()
+	g, f, _ := fakeCluster(t, 12)
+	putFake(g, f, "b", "k")
+	probed := make(chan bool, 1)
+	probed <- g.layer.probe(ctx, "b", "k")
+	f.beforePut = func() { landNewer(g, f, "b", "k") }
+	order, _ := g.layer.manifestOrder("b", "k")
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("mine"), ETag: "mine"}
+	if err := g.commit(ctx, m, m.Placement, 7, nil, probed); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	got, err := g.layer.readManifest(ctx, "b", "k")
+	if err != nil || got.ETag != "mine" {
+		t.Fatalf("after the acknowledged write: %v, %v; want it current", got, err)
 	}
 }

@@ -74,13 +74,13 @@ func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
 	g.SetLimit(batchParallelism)
 	for i, m := range req.Manifests {
 		g.Go(func() error {
-			err := s.storeClientManifest(ctx, m, fence)
+			cur, err := s.storeClientManifest(ctx, m, fence)
 			if err != nil {
 				_, code := s.errorCode(r, err)
 				out.Results[i] = shardrpc.PutResult{Code: code, Message: err.Error()}
 				return nil
 			}
-			out.Results[i].Stored = true
+			out.Results[i] = shardrpc.PutResult{Stored: true, Current: &cur}
 			return nil
 		})
 	}
@@ -90,20 +90,21 @@ func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
 
 // storeClientManifest stores m, a client's write fenced by the key's
 // lease (fence: the holder, or shardrpc.NoLease), and queues its
-// follow-up work.
-func (s *Server) storeClientManifest(ctx context.Context, m *metadata.Manifest, fence string) error {
+// follow-up work. It returns the key's current version after the write,
+// which is newer than m's when a newer write got there first.
+func (s *Server) storeClientManifest(ctx context.Context, m *metadata.Manifest, fence string) (metadata.Version, error) {
 	if m == nil {
-		return fmt.Errorf("%w: no manifest", shardrpc.ErrBadRequest)
+		return metadata.Version{}, fmt.Errorf("%w: no manifest", shardrpc.ErrBadRequest)
 	}
 	done, err := s.leases.admit(shardrpc.LeaseName(m.Bucket, m.Key), fence, s.now())
 	if err != nil {
-		return err
+		return metadata.Version{}, err
 	}
 	defer done()
 	res, err := s.meta.PutManifest(ctx, m)
 	if err != nil {
-		return err
+		return metadata.Version{}, err
 	}
 	s.afterPut(ctx, res)
-	return nil
+	return res.Current.Version, nil
 }

@@ -78,6 +78,11 @@ type PutBatchRequest struct {
 // PutResult is one manifest's outcome in a PutBatchResponse.
 type PutResult struct {
 	Stored bool `json:"stored"`
+	// Current is the key's current version on the server after the write:
+	// newer than the manifest written when a newer write got there first
+	// (the writer then tries again with a newer version, as after a
+	// single PutManifest). Nil from servers older than this field.
+	Current *metadata.Version `json:"current,omitempty"`
 	// Code and Message describe a failure (Code as in error replies:
 	// CodeLeaseHeld when the key's lease refused the write).
 	Code    string `json:"code,omitempty"`
