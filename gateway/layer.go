@@ -88,6 +88,10 @@ type layer struct {
 	// key absent only when fewer than minK servers of its first batch were
 	// silent.
 	minK int
+	// maxK is the largest k among configured codes: how many servers a
+	// lookup asks first. Their answers decide a healthy key of any code
+	// (see lookup).
+	maxK int
 }
 
 func (l *layer) code(name string) (codec.Code, error) {
@@ -199,26 +203,43 @@ func (l *layer) readHead(ctx context.Context, bucket, key string) (*metadata.Man
 
 // lookup is readManifest; inline asks for a small object's data, which
 // one server sends (the first of the order, or a holder asked afterwards).
+//
+// The first round asks firstAsk live servers of the key's first maxN,
+// not all maxN: when they all answer, the rest cannot change the verdict.
+// A version found needs k votes; one that may be visible has k holders
+// within the first maxN, and firstAsk >= maxN-minK+1 of them meet every
+// such set, so it is seen and weighed (decide); absence needs fewer than
+// minK silent, which the unasked are. A healthy key costs 6 calls instead
+// of 9 with rs-6-3; the rest of the first maxN are asked only when the
+// first answers do not decide (servers down, a write in flight), and then
+// small batches further along the order (placements shifted by failures
+// and repairs).
 func (l *layer) lookup(ctx context.Context, bucket, key string, inline bool) (*metadata.Manifest, error) {
 	order, addrs := l.manifestOrder(bucket, key)
 	v := newVote()
 	first := order[:min(len(order), max(l.maxN, 1))]
-	asked := 0
-	for asked < len(order) {
-		// The first batch is as wide as the widest stripe, so a healthy
-		// object is confirmed in one round trip; later batches are small
-		// steps further along the order (placements shifted by failures
-		// and repairs).
-		end := min(len(order), asked+max(l.maxN, 1))
-		if asked > 0 {
-			end = min(len(order), asked+3)
+	var batches [][]string
+	var ask, rest []string
+	for _, id := range first {
+		if _, live := addrs[id]; live && len(ask) < l.firstAsk(len(first)) {
+			ask = append(ask, id)
+		} else {
+			rest = append(rest, id)
+		}
+	}
+	batches = append(batches, ask, rest)
+	for after := order[len(first):]; len(after) > 0; after = after[min(len(after), 3):] {
+		batches = append(batches, after[:min(len(after), 3)])
+	}
+	for i, batch := range batches {
+		if len(batch) == 0 {
+			continue
 		}
 		full := ""
-		if inline && asked == 0 {
+		if inline && i == 0 {
 			full = order[0]
 		}
-		l.askManifests(ctx, order[asked:end], addrs, bucket, key, v, full)
-		asked = end
+		l.askManifests(ctx, batch, addrs, bucket, key, v, full)
 		m, verdict := l.decide(v, first)
 		switch verdict {
 		case verdictFound:
@@ -235,6 +256,14 @@ func (l *layer) lookup(ctx context.Context, bucket, key string, inline bool) (*m
 	}
 	return nil, fmt.Errorf("%w: %s/%s: %d servers unreachable, %d manifest versions seen, none proven newest: %w",
 		errUnavailable, bucket, key, v.unreachable, len(v.votes), errors.Join(v.errs...))
+}
+
+// firstAsk is how many of a key's first width servers a lookup asks in
+// its first round: enough to read a version of any code (maxK), and to
+// meet any k holders of a visible version and prove absence
+// (width-minK+1).
+func (l *layer) firstAsk(width int) int {
+	return max(l.maxK, width-l.minK+1, 1)
 }
 
 // manifestOrder is the key's rendezvous order over every known shard

@@ -158,7 +158,7 @@ func fakeCluster(t *testing.T, n int) (*Gateway, *fakeManifests, func(dead ...in
 	}
 	cfg := DefaultConfig()
 	g := &Gateway{cfg: cfg, log: slog.New(slog.DiscardHandler)}
-	g.layer = &layer{shards: f, nodes: members, log: g.log, clock: clock{writer: "gw"}, maxN: 9, minK: 6}
+	g.layer = &layer{shards: f, nodes: members, log: g.log, clock: clock{writer: "gw"}, maxN: 9, minK: 6, maxK: 6}
 	kill := func(dead ...int) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -407,4 +407,65 @@ func TestWriteAfterStaleProbeIsNewest(t *testing.T) {
 	if err != nil || got.ETag != "mine" {
 		t.Fatalf("after the acknowledged write: %v, %v; want it current", got, err)
 	}
+}
+
+// TestLookupAsksK: a healthy key's lookup asks k servers (6 with rs-6-3),
+// not n, also when a server of the first k is known dead; it asks the
+// rest when the first answers do not decide, and never returns an older
+// version while a newer one held by k servers sits mostly among the
+// unasked.
+func TestLookupAsksK(t *testing.T) {
+	ctx := context.Background()
+	t.Run("healthy", func(t *testing.T) {
+		g, f, kill := fakeCluster(t, 12)
+		putFake(g, f, "b", "k")
+		for _, dead := range [][]int{nil, {0}} {
+			order, _ := g.layer.manifestOrder("b", "k")
+			var ids []int
+			for _, d := range dead {
+				ids = append(ids, idx(order[d]))
+			}
+			kill(ids...)
+			f.calls = 0
+			if m, err := g.layer.readHead(ctx, "b", "k"); err != nil || m == nil {
+				t.Fatalf("dead %v: %v, %v", dead, m, err)
+			}
+			if f.calls != 6 {
+				t.Errorf("dead %v: %d calls, want 6", dead, f.calls)
+			}
+		}
+		f.calls = 0
+		if _, err := g.layer.readHead(ctx, "b", "never-written"); err != errNotFound {
+			t.Fatalf("absent key: %v", err)
+		}
+		if f.calls != 6 {
+			t.Errorf("absent key: %d calls, want 6", f.calls)
+		}
+	})
+	t.Run("a newer version mostly among the unasked", func(t *testing.T) {
+		g, f, _ := fakeCluster(t, 12)
+		putFake(g, f, "b", "k")
+		// A failed write that stayed on six servers, three of them
+		// beyond the first six asked.
+		newer := putFake(g, f, "b", "k", 0, 1, 2)
+		m, err := g.layer.readHead(ctx, "b", "k")
+		if err != nil || m.Version != newer.Version {
+			t.Fatalf("read %v, %v; want the newer version %v", m, err, newer.Version)
+		}
+	})
+	t.Run("a server of the first six fails", func(t *testing.T) {
+		g, f, _ := fakeCluster(t, 12)
+		want := putFake(g, f, "b", "k")
+		order, _ := g.layer.manifestOrder("b", "k")
+		// Down without gossip knowing: asked, and fails.
+		f.down["a"+order[1][1:]] = true
+		f.calls = 0
+		m, err := g.layer.readHead(ctx, "b", "k")
+		if err != nil || m.Version != want.Version {
+			t.Fatalf("read %v, %v", m, err)
+		}
+		if f.calls != 9 {
+			t.Errorf("%d calls, want 9 (6, then the other 3)", f.calls)
+		}
+	})
 }

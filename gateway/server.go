@@ -63,6 +63,7 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 			return nil, err
 		}
 		g.layer.maxN = max(g.layer.maxN, c.TotalShards())
+		g.layer.maxK = max(g.layer.maxK, c.DataShards())
 		if g.layer.minK == 0 || c.DataShards() < g.layer.minK {
 			g.layer.minK = c.DataShards()
 		}
