@@ -177,7 +177,31 @@ type Bucket struct {
 	CORS []CORSRule `json:"cors,omitempty"`
 	// Policy is the bucket policy document as put (JSON); empty for none.
 	Policy string `json:"policy,omitempty"`
+	// Grants are the rights of stored access keys on this bucket, by
+	// access key ID. They live in the bucket record, not the key's, so
+	// they end with the bucket: a bucket deleted and created again under
+	// the same name starts with only its creator's grant. Keys given to
+	// the gateways by flags are administrators and need none.
+	Grants map[string]Rights `json:"grants,omitempty"`
 }
+
+// Rights are what an access key may do in one bucket. They are
+// independent of each other (owner does not imply read): a read-only key
+// for a dashboard and a write-only key for a log shipper are both usual,
+// and the creator of a bucket gets all three.
+type Rights struct {
+	// Read: GET and HEAD of objects, listings, object tags and ACLs.
+	Read bool `json:"read,omitempty"`
+	// Write: PUT, DELETE, copies into the bucket, multipart uploads,
+	// object tags.
+	Write bool `json:"write,omitempty"`
+	// Owner: the bucket's configuration (policy, CORS, tags, ACLs,
+	// ownership controls, versioning) and deleting the bucket.
+	Owner bool `json:"owner,omitempty"`
+}
+
+// Any reports whether r grants anything.
+func (r Rights) Any() bool { return r.Read || r.Write || r.Owner }
 
 // CORSRule is one rule of a bucket's CORS configuration, as S3 has it.
 // Origins and headers may hold one '*' wildcard each.

@@ -23,6 +23,9 @@ var (
 	ErrNotFound = errors.New("metadata: not found")
 	// ErrInvalidBucket is returned when a bucket record fails validation.
 	ErrInvalidBucket = errors.New("metadata: invalid bucket")
+	// ErrInvalidAccessKey is returned when an access key record fails
+	// validation.
+	ErrInvalidAccessKey = errors.New("metadata: invalid access key")
 	// ErrInvalidQuery is returned for a listing without a bucket.
 	ErrInvalidQuery = errors.New("metadata: invalid list query")
 	// ErrCorruptRecord is returned when a stored value cannot be decoded.
@@ -56,6 +59,7 @@ type Store struct {
 
 	keyLocks [256]sync.Mutex // striped by hash of the manifest key
 	bucketMu sync.Mutex      // serialises bucket read-modify-writes
+	keyMu    sync.Mutex      // serialises access key read-modify-writes
 
 	mu struct {
 		sync.Mutex

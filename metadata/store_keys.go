@@ -13,6 +13,7 @@ import (
 //	'i' esc(bucket) key            inline data of that manifest, when it has any
 //	'p' esc(partID) esc(bucket) key  part index: a manifest references partID (empty value)
 //	'b' name                       bucket record
+//	'k' access key ID              access key record (store_accesskey.go)
 //	'g' due(8, BE ns) esc(fileID) idx(4, BE)  GC queue entry (empty value)
 //	'v', 'c'                       previous versions and confirm jobs (store_versions.go)
 //	'u', 'r'                       multipart uploads and parts (store_multipart.go)
@@ -31,6 +32,7 @@ const (
 	nsPart     byte = 'p'
 	nsBucket   byte = 'b'
 	nsGC       byte = 'g'
+	nsKey      byte = 'k'
 )
 
 // appendEscaped appends the order-preserving, self-terminating encoding of s.

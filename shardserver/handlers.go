@@ -264,6 +264,32 @@ func (s *Server) listBuckets(w http.ResponseWriter, r *http.Request) {
 	shardrpc.WriteJSON(w, http.StatusOK, bs)
 }
 
+func (s *Server) putAccessKey(w http.ResponseWriter, r *http.Request) {
+	var k metadata.AccessKey
+	if err := s.decode(w, r, &k); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	stored, err := s.meta.PutAccessKey(r.Context(), &k)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutBucketResponse{Stored: stored})
+}
+
+func (s *Server) listAccessKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.meta.ListAccessKeys(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ks == nil {
+		ks = []metadata.AccessKey{}
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, ks)
+}
+
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	st, err := s.meta.Stats(r.Context())
 	if err != nil {
@@ -315,7 +341,7 @@ func (s *Server) errorCode(r *http.Request, err error) (status int, code string)
 		status, code = http.StatusConflict, shardrpc.CodeLeaseHeld
 	case errors.Is(err, shardrpc.ErrBadRequest), errors.Is(err, errBody), errors.Is(err, metadata.ErrInvalidUpload),
 		errors.Is(err, metadata.ErrInvalidManifest), errors.Is(err, metadata.ErrInvalidBucket),
-		errors.Is(err, metadata.ErrInvalidQuery):
+		errors.Is(err, metadata.ErrInvalidAccessKey), errors.Is(err, metadata.ErrInvalidQuery):
 		status, code = http.StatusBadRequest, shardrpc.CodeBadRequest
 		s.log.Debug("bad request", "method", r.Method, "path", r.URL.Path, "err", err)
 	default:

@@ -114,4 +114,22 @@ func TestListAndBucketsOverRPC(t *testing.T) {
 	if err := e.client.PutBucket(ctx, e.addr, &metadata.Bucket{Name: "z"}); !errors.Is(err, shardrpc.ErrBadRequest) {
 		t.Fatalf("bucket without version: %v", err)
 	}
+
+	for _, k := range []metadata.AccessKey{
+		{ID: "RK1", Name: "alice", Version: metadata.Version{TS: 2, Writer: "g"}, SealedSecret: []byte("s")},
+		{ID: "RK1", Version: metadata.Version{TS: 3, Writer: "g"}, Deleted: true},
+		{ID: "RK1", Name: "alice", Version: metadata.Version{TS: 1, Writer: "g"}, SealedSecret: []byte("s")},
+		{ID: "RK2", Name: "bob", Version: metadata.Version{TS: 1, Writer: "g"}, SealedSecret: []byte("s"), Admin: true},
+	} {
+		if err := e.client.PutAccessKey(ctx, e.addr, &k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ks, err := e.client.ListAccessKeys(ctx, e.addr)
+	if err != nil || len(ks) != 2 || !ks[0].Deleted || ks[0].Version.TS != 3 || ks[1].Name != "bob" || !ks[1].Admin || string(ks[1].SealedSecret) != "s" {
+		t.Fatalf("access keys: %+v %v", ks, err)
+	}
+	if err := e.client.PutAccessKey(ctx, e.addr, &metadata.AccessKey{ID: "RK3", Version: metadata.Version{TS: 1, Writer: "g"}}); !errors.Is(err, shardrpc.ErrBadRequest) {
+		t.Fatalf("access key without secret: %v", err)
+	}
 }

@@ -131,6 +131,8 @@ func (s *Server) routes() http.Handler {
 		{"GET " + shardrpc.PathList, "list", s.list},
 		{"POST " + shardrpc.PathBuckets, "put_bucket", s.putBucket},
 		{"GET " + shardrpc.PathBuckets, "list_buckets", s.listBuckets},
+		{"POST " + shardrpc.PathAccessKeys, "put_access_key", s.putAccessKey},
+		{"GET " + shardrpc.PathAccessKeys, "list_access_keys", s.listAccessKeys},
 		{"GET " + shardrpc.PathStats, "stats", s.stats},
 		{"POST " + shardrpc.PathUploads, "put_upload", s.putUpload},
 		{"GET " + shardrpc.PathUploads, "get_upload", s.getUpload},
