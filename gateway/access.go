@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/url"
 	"slices"
@@ -12,12 +13,16 @@ import (
 	"github.com/regen-s3/regen/metadata"
 )
 
-// Who may do what. Every access key has full control of every bucket
-// (regen has one owner), unless the bucket's policy explicitly denies it.
-// A request without any signature is anonymous: it is allowed exactly
-// where the bucket's policy allows it or a canned ACL (public-read on the
-// bucket for listing, on the object for reading) grants it, and refused
-// with AccessDenied everywhere else, and wherever the policy denies it.
+// Who may do what. A signed request is allowed when its key is an
+// administrator (a configured key, or a stored one with the admin flag) or
+// holds the bucket right the action needs (rightFor: read, write or
+// owner, from the bucket record's grants), and the bucket's policy does
+// not explicitly deny it. A caller without the right, signed or not, is
+// allowed exactly where the bucket's policy allows the action to everyone
+// or a canned ACL grants it (public-read to everyone, authenticated-read
+// to every key), and refused with AccessDenied everywhere else. An
+// explicit Deny of the policy wins over every right, except that the
+// bucket's owners may always read and replace the policy itself.
 
 // s3Action names the IAM action of a request, as S3's bucket policies and
 // ACLs know it ("s3:GetObject"), and whether it acts on an object (the
@@ -98,12 +103,11 @@ func s3Action(method, bucket, key string, q url.Values, copySource bool) (action
 }
 
 // Canned ACLs regen stores and enforces. authenticated-read grants reading
-// to every holder of an access key, who already has full control, so it
-// changes nothing but what GetBucketAcl/GetObjectAcl report.
+// to every holder of an access key, whatever its rights on the bucket.
 var cannedACLs = []string{"private", "public-read", "authenticated-read", "bucket-owner-full-control", "bucket-owner-read"}
 
 // storedACL is how a canned ACL is recorded: "" for the ones that grant
-// nothing beyond the owner's full control.
+// nothing beyond the owners' rights.
 func storedACL(canned string) string {
 	switch canned {
 	case "public-read", "authenticated-read":
@@ -116,30 +120,147 @@ func storedACL(canned string) string {
 // controls BucketOwnerEnforced): they then neither grant nor may be set.
 func aclsDisabled(b *metadata.Bucket) bool { return b.Ownership == "BucketOwnerEnforced" }
 
-// anonymousAllowed decides an anonymous request from the bucket record and,
-// for object actions, the object's manifest (nil when there is none).
-func anonymousAllowed(action string, b *metadata.Bucket, m *metadata.Manifest) bool {
+// aclAllows decides what the canned ACLs grant: listing the bucket
+// (the bucket's ACL) or reading an object (the object's ACL; m is its
+// manifest, nil when there is none), to everyone (public-read) or to
+// every signed caller (authenticated-read).
+func aclAllows(action string, signed bool, b *metadata.Bucket, m *metadata.Manifest) bool {
 	if aclsDisabled(b) {
 		return false
 	}
+	grants := func(acl string) bool { return acl == "public-read" || signed && acl == "authenticated-read" }
 	switch action {
 	case "s3:ListBucket":
-		return b.ACL == "public-read"
+		return grants(b.ACL)
 	case "s3:GetObject":
-		return m != nil && m.ACL == "public-read"
+		return m != nil && grants(m.ACL)
 	}
 	return false
 }
 
-// policyAdmin are the actions a bucket policy cannot deny to an access
-// key: the owner must always be able to read and replace a policy that
-// locks it out, as S3's account root can.
+// need is the bucket right an action needs.
+type need int
+
+const (
+	// needAny: any right on the bucket will do. For what tells no more
+	// than that the bucket exists (HeadBucket, GetBucketLocation), so
+	// that a write-only key's client can check its bucket.
+	needAny need = iota
+	needRead
+	needWrite
+	needOwner
+	// needAdmin: no bucket right grants it (an action regen does not
+	// know).
+	needAdmin
+)
+
+func (n need) String() string {
+	return [...]string{"any", "read", "write", "owner", "admin"}[n]
+}
+
+// has reports whether r grants n.
+func has(r metadata.Rights, n need) bool {
+	switch n {
+	case needAny:
+		return r.Any()
+	case needRead:
+		return r.Read
+	case needWrite:
+		return r.Write
+	case needOwner:
+		return r.Owner
+	}
+	return false
+}
+
+// actionNeeds maps every action s3Action names in a bucket to the right
+// it needs. Reading an object's ACL is reading; changing it publishes
+// the object, which is the owner's call, as is all bucket configuration.
+var actionNeeds = map[string]need{
+	"s3:GetObject":                  needRead,
+	"s3:GetObjectTagging":           needRead,
+	"s3:GetObjectAttributes":        needRead,
+	"s3:GetObjectAcl":               needRead,
+	"s3:ListBucket":                 needRead,
+	"s3:ListBucketVersions":         needRead,
+	"s3:GetBucketVersioning":        needRead,
+	"s3:GetBucketLocation":          needAny,
+	"s3:PutObject":                  needWrite,
+	"s3:DeleteObject":               needWrite,
+	"s3:PutObjectTagging":           needWrite,
+	"s3:DeleteObjectTagging":        needWrite,
+	"s3:AbortMultipartUpload":       needWrite,
+	"s3:ListMultipartUploadParts":   needWrite,
+	"s3:ListBucketMultipartUploads": needWrite,
+	"s3:PutObjectAcl":               needOwner,
+	"s3:GetBucketAcl":               needOwner,
+	"s3:PutBucketAcl":               needOwner,
+	"s3:GetBucketPolicy":            needOwner,
+	"s3:PutBucketPolicy":            needOwner,
+	"s3:DeleteBucketPolicy":         needOwner,
+	"s3:GetBucketPolicyStatus":      needOwner,
+	"s3:GetBucketCORS":              needOwner,
+	"s3:PutBucketCORS":              needOwner,
+	"s3:GetBucketTagging":           needOwner,
+	"s3:PutBucketTagging":           needOwner,
+	"s3:GetBucketOwnershipControls": needOwner,
+	"s3:PutBucketOwnershipControls": needOwner,
+	"s3:PutBucketVersioning":        needOwner,
+	"s3:DeleteBucket":               needOwner,
+}
+
+// rightFor returns the right a request needs in its bucket. A write that
+// sets a canned ACL granting more than the owners have (public-read,
+// authenticated-read) publishes the object: that needs owner.
+func rightFor(method, key, action, cannedACL string) need {
+	if method == fiber.MethodHead && key == "" {
+		return needAny // HeadBucket
+	}
+	n, ok := actionNeeds[action]
+	if !ok {
+		return needAdmin
+	}
+	if n == needWrite && action == "s3:PutObject" && storedACL(cannedACL) != "" {
+		return needOwner
+	}
+	return n
+}
+
+// decision is what decides one action of one caller in one bucket.
+type decision struct {
+	anonymous bool
+	admin     bool
+	rights    metadata.Rights
+	need      need
+	policy    s3policy.Decision
+	// policyAdmin: the action reads or replaces the bucket policy, which
+	// the policy cannot deny to the bucket's owners (policyAdmin).
+	policyAdmin bool
+	// acl: a canned ACL grants the action to this caller (aclAllows).
+	acl bool
+}
+
+// allowed applies the rules at the top of this file.
+func (d decision) allowed() bool {
+	owner := !d.anonymous && (d.admin || d.rights.Owner)
+	if d.policy == s3policy.Deny && !(d.policyAdmin && owner) {
+		return false
+	}
+	if !d.anonymous && (d.admin || has(d.rights, d.need)) {
+		return true
+	}
+	return d.policy == s3policy.Allow || d.acl
+}
+
+// policyAdmin are the actions a bucket policy cannot deny to the bucket's
+// owners: they must always be able to read and replace a policy that
+// locks them out, as S3's account root can.
 var policyAdmin = []string{"s3:GetBucketPolicy", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"}
 
 // policyRequest describes the request to a policy: its action, the ARN of
-// its bucket or object, and the condition keys regen fills in.
-func policyRequest(c *fiber.Ctx, req *request, action, key string, object bool) s3policy.Request {
-	resource := "arn:aws:s3:::" + req.bucket
+// bucket or of its object key, and the condition keys regen fills in.
+func policyRequest(c *fiber.Ctx, req *request, bucket, action, key string, object bool) s3policy.Request {
+	resource := "arn:aws:s3:::" + bucket
 	if object {
 		resource += "/" + key
 	}
@@ -163,9 +284,9 @@ func policyRequest(c *fiber.Ctx, req *request, action, key string, object bool) 
 	return s3policy.Request{Action: action, Resource: resource, Context: ctxKeys}
 }
 
-// policyDecision evaluates the bucket's policy, if it has one. A stored
-// policy this gateway cannot parse (put through a newer version) denies
-// anonymous callers and nobody else.
+// policyDecision evaluates the policy of bucket b, if it has one. A
+// stored policy this gateway cannot parse (put through a newer version)
+// denies every caller but an administrator: it may hold a Deny.
 func (g *Gateway) policyDecision(c *fiber.Ctx, req *request, b *metadata.Bucket, action, key string, object bool) s3policy.Decision {
 	if b.Policy == "" || action == "" {
 		return s3policy.NoMatch
@@ -173,61 +294,120 @@ func (g *Gateway) policyDecision(c *fiber.Ctx, req *request, b *metadata.Bucket,
 	p, err := g.policies.get(b)
 	if err != nil {
 		g.log.Warn("bucket policy cannot be evaluated", "bucket", b.Name, "err", err)
-		if req.anonymous {
+		if req.anonymous || !req.who.admin {
 			return s3policy.Deny
 		}
 		return s3policy.NoMatch
 	}
-	return p.Evaluate(policyRequest(c, req, action, key, object))
+	return p.Evaluate(policyRequest(c, req, b.Name, action, key, object))
 }
 
-// authorize lets the request through or refuses it with AccessDenied.
-// A signed request (every key is an owner) is refused only by an explicit
-// Deny of the bucket's policy; an anonymous one needs an Allow of the
-// policy or a canned ACL's grant, and no Deny.
+// allowedOn decides action (on key, when object) in bucket b for the
+// request's caller, needing right n.
+func (g *Gateway) allowedOn(ctx context.Context, c *fiber.Ctx, req *request, b *metadata.Bucket, action, key string, object bool, n need) (bool, error) {
+	d := decision{
+		anonymous:   req.anonymous,
+		admin:       req.who.admin,
+		rights:      req.who.rights(b),
+		need:        n,
+		policy:      g.policyDecision(c, req, b, action, key, object),
+		policyAdmin: slices.Contains(policyAdmin, action),
+	}
+	if d.allowed() || d.policy == s3policy.Deny {
+		return d.allowed(), nil
+	}
+	// Only now, when nothing else allows it, read what an ACL grants:
+	// an object's ACL is in its manifest.
+	var m *metadata.Manifest
+	if object && action == "s3:GetObject" && !aclsDisabled(b) {
+		var err error
+		m, err = g.layer.readManifest(ctx, b.Name, key)
+		if err != nil && !errors.Is(err, errNotFound) {
+			return false, err
+		}
+	}
+	d.acl = aclAllows(action, !req.anonymous, b, m)
+	return d.allowed(), nil
+}
+
+// authorize lets the request through or refuses it with AccessDenied
+// (the rules at the top of this file).
 func (g *Gateway) authorize(c *fiber.Ctx, req *request) error {
 	denied := apiErr("AccessDenied", "Access Denied")
 	if req.bucket == "" {
 		if req.anonymous {
 			return denied
 		}
-		return nil
+		return nil // ListBuckets lists the caller's buckets
 	}
-	action, object := s3Action(req.method, req.bucket, req.key, req.query, c.Get("x-amz-copy-source") != "")
+	copying := c.Get("x-amz-copy-source") != ""
+	action, object := s3Action(req.method, req.bucket, req.key, req.query, copying)
+	if action == "s3:CreateBucket" && !req.anonymous {
+		if req.who.createBuckets {
+			return nil // it becomes the bucket's owner
+		}
+		return denied
+	}
 	ctx, cancel := g.opContext()
 	defer cancel()
 	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
 	if err != nil {
-		if req.anonymous {
+		if req.anonymous || !req.who.admin {
 			return bucketErr(err)
 		}
-		return nil // the operation reports it (CreateBucket needs no bucket)
+		return nil // the operation reports it
 	}
 	if req.method == fiber.MethodPost && req.query.Has("delete") {
 		return nil // DeleteObjects: decided per key (keyAllowed)
 	}
-	decision := g.policyDecision(c, req, &b, action, req.key, object)
-	if !req.anonymous {
-		if decision == s3policy.Deny && !slices.Contains(policyAdmin, action) {
-			return denied
+	if copying && object {
+		if req.anonymous {
+			return denied // a copy reads another object too
 		}
-		return nil
-	}
-	switch {
-	case action == "" || decision == s3policy.Deny:
-		return denied
-	case decision == s3policy.Allow:
-		return nil
-	}
-	var m *metadata.Manifest
-	if object && action == "s3:GetObject" && !aclsDisabled(&b) {
-		m, err = g.layer.readManifest(ctx, req.bucket, req.key)
-		if err != nil && !errors.Is(err, errNotFound) {
+		if err := g.authorizeCopySource(ctx, c, req); err != nil {
 			return err
 		}
+		action = "s3:PutObject"
 	}
-	if !anonymousAllowed(action, &b, m) {
+	n := rightFor(req.method, req.key, action, c.Get("x-amz-acl"))
+	ok, err := g.allowedOn(ctx, c, req, &b, action, req.key, object, n)
+	if !ok && err == nil && !req.anonymous && g.buckets.age() > keyRetry {
+		// A right granted through another gateway within the cache's
+		// TTL is not in our cached record: look once more before
+		// refusing (at most every keyRetry, so refused requests cannot
+		// make every one a read of all servers).
+		g.buckets.invalidate()
+		if b, err = g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+			return bucketErr(err)
+		}
+		ok, err = g.allowedOn(ctx, c, req, &b, action, req.key, object, n)
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return denied
+	}
+	return nil
+}
+
+// authorizeCopySource decides the read of a copy's source object
+// (CopyObject, UploadPartCopy) as a GetObject of it.
+func (g *Gateway) authorizeCopySource(ctx context.Context, c *fiber.Ctx, req *request) error {
+	bucket, key, err := copySource(c)
+	if err != nil {
+		return err
+	}
+	b, err := g.layer.bucket(ctx, g.buckets, bucket)
+	if err != nil {
+		return bucketErr(err)
+	}
+	ok, err := g.allowedOn(ctx, c, req, &b, "s3:GetObject", key, true, needRead)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return apiErr("AccessDenied", "Access Denied (reading the copy source "+bucket+"/"+key+")")
 	}
 	return nil
 }
@@ -235,8 +415,13 @@ func (g *Gateway) authorize(c *fiber.Ctx, req *request) error {
 // keyAllowed decides one key of a DeleteObjects request as authorize
 // decides a DeleteObject.
 func (g *Gateway) keyAllowed(c *fiber.Ctx, req *request, b *metadata.Bucket, key string) error {
-	d := g.policyDecision(c, req, b, "s3:DeleteObject", key, true)
-	if d == s3policy.Deny || (req.anonymous && d != s3policy.Allow) {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	ok, err := g.allowedOn(ctx, c, req, b, "s3:DeleteObject", key, true, needWrite)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return apiErr("AccessDenied", "Access Denied")
 	}
 	return nil

@@ -45,29 +45,37 @@ func TestS3Action(t *testing.T) {
 	}
 }
 
-func TestAnonymousAllowed(t *testing.T) {
+func TestACLAllows(t *testing.T) {
 	pub := &metadata.Bucket{ACL: "public-read"}
+	authRead := &metadata.Bucket{ACL: "authenticated-read"}
 	priv := &metadata.Bucket{}
 	enforced := &metadata.Bucket{ACL: "public-read", Ownership: "BucketOwnerEnforced"}
 	pubObj := &metadata.Manifest{ACL: "public-read"}
+	authObj := &metadata.Manifest{ACL: "authenticated-read"}
 	for _, c := range []struct {
 		action string
+		signed bool
 		b      *metadata.Bucket
 		m      *metadata.Manifest
 		want   bool
 	}{
-		{"s3:ListBucket", pub, nil, true},
-		{"s3:ListBucket", priv, nil, false},
-		{"s3:ListBucket", enforced, nil, false},
-		{"s3:GetObject", priv, pubObj, true},
-		{"s3:GetObject", pub, &metadata.Manifest{}, false}, // a public bucket does not make its objects public
-		{"s3:GetObject", priv, nil, false},
-		{"s3:GetObject", &metadata.Bucket{Ownership: "BucketOwnerEnforced"}, pubObj, false},
-		{"s3:PutObject", pub, pubObj, false},
-		{"s3:GetObjectAcl", pub, pubObj, false},
+		{"s3:ListBucket", false, pub, nil, true},
+		{"s3:ListBucket", true, pub, nil, true},
+		{"s3:ListBucket", false, priv, nil, false},
+		{"s3:ListBucket", false, enforced, nil, false},
+		{"s3:ListBucket", false, authRead, nil, false},
+		{"s3:ListBucket", true, authRead, nil, true},
+		{"s3:GetObject", false, priv, pubObj, true},
+		{"s3:GetObject", false, priv, authObj, false},
+		{"s3:GetObject", true, priv, authObj, true},
+		{"s3:GetObject", false, pub, &metadata.Manifest{}, false}, // a public bucket does not make its objects public
+		{"s3:GetObject", false, priv, nil, false},
+		{"s3:GetObject", false, &metadata.Bucket{Ownership: "BucketOwnerEnforced"}, pubObj, false},
+		{"s3:PutObject", true, pub, pubObj, false},
+		{"s3:GetObjectAcl", false, pub, pubObj, false},
 	} {
-		if got := anonymousAllowed(c.action, c.b, c.m); got != c.want {
-			t.Errorf("%s bucket %+v object %+v: %v, want %v", c.action, c.b, c.m, got, c.want)
+		if got := aclAllows(c.action, c.signed, c.b, c.m); got != c.want {
+			t.Errorf("%s signed=%v bucket %+v object %+v: %v, want %v", c.action, c.signed, c.b, c.m, got, c.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -218,15 +219,24 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 }
 
 // serveAdmin answers the operator API; the caller has authenticated.
-func (g *Gateway) serveAdmin(c *fiber.Ctx, path string) error {
-	switch path {
-	case "bucket-code":
+// Everything in it needs an administrator's key, but a bucket's code,
+// which its owners may set too.
+func (g *Gateway) serveAdmin(c *fiber.Ctx, req *request, path string) error {
+	if path == "bucket-code" {
 		if c.Method() != fiber.MethodPost {
 			return apiErr("MethodNotAllowed", "POST /_regen/bucket-code?bucket=NAME&code=CODE")
 		}
 		ctx, cancel := g.opContext()
 		defer cancel()
-		return g.setBucketCode(ctx, c, c.Query("bucket"), c.Query("code"))
+		return g.setBucketCode(ctx, c, req, c.Query("bucket"), c.Query("code"))
+	}
+	if !req.who.admin {
+		return apiErr("AccessDenied", "the operator API needs an administrator's access key")
+	}
+	if keyPath, ok := strings.CutPrefix(path, "keys"); ok {
+		return g.serveKeys(c, req, keyPath)
+	}
+	switch path {
 	case "drain":
 		ctx, cancel := g.opContext()
 		defer cancel()
@@ -253,9 +263,18 @@ func (g *Gateway) serveAdmin(c *fiber.Ctx, path string) error {
 // setBucketCode changes the code new objects of a bucket are written with
 // (existing objects keep theirs: every manifest records its code). An
 // empty code returns the bucket to the cluster default.
-func (g *Gateway) setBucketCode(ctx context.Context, c *fiber.Ctx, bucket, code string) error {
+func (g *Gateway) setBucketCode(ctx context.Context, c *fiber.Ctx, req *request, bucket, code string) error {
 	if bucket == "" {
 		return apiErr("InvalidArgument", "missing bucket")
+	}
+	if !req.who.admin {
+		b, err := g.layer.bucket(ctx, g.buckets, bucket)
+		if err != nil {
+			return bucketErr(err)
+		}
+		if !req.who.rights(&b).Owner {
+			return apiErr("AccessDenied", "setting a bucket's code needs an administrator's key or the owner right on the bucket")
+		}
 	}
 	if code != "" {
 		cc, err := g.layer.code(code)

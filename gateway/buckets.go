@@ -79,13 +79,21 @@ func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
 	}
 	ctx, cancel := g.opContext()
 	defer cancel()
-	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err == nil {
+	if old, err := g.layer.bucket(ctx, g.buckets, req.bucket); err == nil {
+		if !req.who.admin && !req.who.rights(&old).Owner {
+			return apiErr("BucketAlreadyExists", "")
+		}
 		return apiErr("BucketAlreadyOwnedByYou", "Your previous request to create the named bucket succeeded and you already own it.")
 	} else if !errors.Is(err, errNotFound) {
 		return err
 	}
 	now := time.Now().UTC()
 	b := &metadata.Bucket{Name: req.bucket, Created: now, Version: g.layer.clock.next(), ACL: acl, Ownership: ownership}
+	if !req.who.configured {
+		// A stored key owns what it creates (a configured key is an
+		// administrator and needs no grant).
+		b.Grants = map[string]metadata.Rights{req.who.accessKey: {Read: true, Write: true, Owner: true}}
+	}
 	if err := g.layer.putBucket(ctx, g.buckets, b); err != nil {
 		return err
 	}
@@ -138,6 +146,9 @@ func (g *Gateway) listBuckets(c *fiber.Ctx, req *request) error {
 	}
 	out := ListBucketsOutput{Owner: g.owner(req)}
 	for _, b := range bs {
+		if !req.who.admin && !req.who.rights(&b).Any() {
+			continue // a key lists the buckets it has rights on
+		}
 		out.Buckets.Bucket = append(out.Buckets.Bucket, BucketEntry{Name: b.Name, CreationDate: ts(b.Created)})
 	}
 	return sendXML(c, fiber.StatusOK, out)

@@ -46,6 +46,16 @@ func (c *bucketCache) put(b map[string]metadata.Bucket) {
 	c.mu.buckets, c.mu.at = b, time.Now()
 }
 
+// age is how long ago the cached list was read; large when there is none.
+func (c *bucketCache) age() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.buckets == nil {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Since(c.mu.at)
+}
+
 func (c *bucketCache) invalidate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -15,8 +15,19 @@ import (
 type Config struct {
 	// Addr is where S3 is served, host:port.
 	Addr string
-	// Credentials maps access keys to secret keys.
+	// Credentials maps access keys to secret keys. These configured keys
+	// are administrators; keys made with `regen admin key create` are
+	// stored in the cluster instead (accesskeys.go).
 	Credentials map[string]string
+	// ClusterSecret is the secret every node of the cluster shares. The
+	// gateway derives from it the key that seals stored secret keys, so
+	// every gateway of a cluster opens what another sealed. Empty: no
+	// stored access keys, only Credentials.
+	ClusterSecret string
+	// KeyCacheTTL is how long stored access keys are cached: a deleted
+	// key, or a changed admin flag, takes effect on every gateway within
+	// it. Rights on buckets live in bucket records (BucketCacheTTL).
+	KeyCacheTTL time.Duration
 	// Domain, when set, enables virtual-hosted-style requests: a Host of
 	// BUCKET.Domain names the bucket, and the whole path is the key.
 	Domain string
@@ -83,6 +94,7 @@ func DefaultConfig() Config {
 		WriteMemory:    96 << 20,
 		ShardTimeout:   15 * time.Second,
 		BucketCacheTTL: 2 * time.Second,
+		KeyCacheTTL:    2 * time.Second,
 		OpTimeout:      30 * time.Second,
 		Limits:         DefaultLimits(),
 	}
@@ -173,6 +185,9 @@ func (c Config) Validate() error {
 	}
 	if c.OpTimeout <= 0 {
 		return fmt.Errorf("gateway: operation timeout %v must be positive", c.OpTimeout)
+	}
+	if c.ClusterSecret != "" && c.KeyCacheTTL <= 0 {
+		return fmt.Errorf("gateway: access key cache TTL %v must be positive", c.KeyCacheTTL)
 	}
 	if c.WriteMemory <= 0 {
 		return fmt.Errorf("gateway: write memory %d must be positive", c.WriteMemory)

@@ -33,6 +33,8 @@ type Gateway struct {
 	auth    *sigv4.Verifier
 	metrics *metrics
 	events  eventLog // recent events for the status page (events.go)
+	// keys are the stored access keys (accesskeys.go).
+	keys *keyring
 	// policies caches parsed bucket policies (policy.go).
 	policies policyCache
 	// writeBufs lends every write's stripe buffers (Config.WriteMemory).
@@ -57,6 +59,11 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 	}
 	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID, offset: cfg.ClockOffset},
 		notify: newNotifier(shards)}
+	kr, err := newKeyring(cfg, g.layer, shards)
+	if err != nil {
+		return nil, err
+	}
+	g.keys = kr
 	for _, name := range g.codeNames() {
 		c, err := g.layer.code(name)
 		if err != nil {
@@ -147,6 +154,8 @@ type request struct {
 	key    string
 	query  url.Values
 	auth   *sigv4.Result
+	// who signed the request (zero when anonymous).
+	who principal
 	// anonymous is set for a request without any signature; auth then
 	// holds no key and an unsigned payload (see authorize).
 	anonymous bool
@@ -213,7 +222,7 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 		if err := g.authenticate(c, req, rawPath, rawQuery); err != nil {
 			return err
 		}
-		return g.serveAdmin(c, admin)
+		return g.serveAdmin(c, req, admin)
 	}
 	bucket, key, err := g.splitRequest(string(c.Request().Host()), rawPath)
 	if err != nil {
@@ -508,14 +517,22 @@ func (g *Gateway) routeMultipart(c *fiber.Ctx, req *request, op *string) error {
 func (g *Gateway) authenticate(c *fiber.Ctx, req *request, rawPath, rawQuery string) error {
 	hdr := http.Header{}
 	c.Request().Header.VisitAll(func(k, v []byte) { hdr.Add(string(k), string(v)) })
-	res, err := g.auth.Verify(&sigv4.Request{
+	ctx, cancel := g.opContext()
+	defer cancel()
+	creds := &requestCreds{g: g, ctx: ctx}
+	v := *g.auth
+	v.Creds = creds
+	res, err := v.Verify(&sigv4.Request{
 		Method: req.method, Path: rawPath, RawQuery: rawQuery,
 		Host: string(c.Request().Host()), Header: hdr, Now: time.Now(),
 	})
 	if err != nil {
+		if creds.err != nil {
+			return creds.err
+		}
 		return err
 	}
-	req.auth = res
+	req.auth, req.who = res, creds.who
 	return nil
 }
 

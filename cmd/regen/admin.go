@@ -36,6 +36,12 @@ func adminCommands() []adminCommand {
 		{"drain", "NODE", "move a shard server's shards to the others before removing it; shows progress\n" +
 			"until it holds none (--watch: only show progress, --no-wait: only start, --cancel: stop draining)", adminDrain},
 		{"bucket set-code", "BUCKET CODE", "code for the bucket's new objects (e.g. clay-6-3; \"\" for the default)", adminBucketSetCode},
+		{"key create", "--name NAME", "a new access key pair; prints its secret key, once (--admin, --create-buckets)", adminKeyCreate},
+		{"key list", "", "every access key and its rights (never a secret)", adminKeyList},
+		{"key grant", "KEY --bucket B --right R", "give KEY (access key or name) read, write or owner on bucket B;\n" +
+			"without --bucket: --right admin or create-buckets", adminKeyGrant},
+		{"key revoke", "KEY [--bucket B] [--right R]", "take rights back (every right on B without --right); works within seconds", adminKeyRevoke},
+		{"key delete", "KEY", "delete a stored key: every gateway refuses it within seconds", adminKeyDelete},
 	}
 }
 
@@ -92,6 +98,7 @@ func adminRun(ctx context.Context, cmd adminCommand, args []string, stdout io.Wr
 		o.Bool(&c.drain.watch, "watch", "", false, "only show the drain's progress, do not start it")
 		o.Bool(&c.drain.noWait, "no-wait", "", false, "start the drain and return without showing progress")
 	}
+	registerKeyOptions(o, cmd.name, &c.key)
 	pos, err := o.ParseArgs(args, c.Validate)
 	if err != nil {
 		return err
@@ -119,6 +126,7 @@ type adminClient struct {
 	json                                   bool
 	timeout                                time.Duration // repair watch, drain
 	drain                                  struct{ cancel, watch, noWait bool }
+	key                                    keyOptions // key create, grant, revoke
 	hc                                     *http.Client
 }
 

@@ -194,6 +194,7 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 	cfg.Domain = f.domain
 	cfg.DefaultCode = f.code
 	cfg.Credentials = map[string]string{f.accessKey: f.secretKey}
+	cfg.ClusterSecret = f.secret
 	if f.credFile != "" {
 		if err := readCredentials(f.credFile, cfg.Credentials); err != nil {
 			return cfg, err

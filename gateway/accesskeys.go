@@ -1,0 +1,324 @@
+package gateway
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// Access keys. Two kinds sign requests:
+//
+//   - configured keys (Config.Credentials: --access-key, --credentials-file)
+//     are administrators. They live in each gateway's configuration only,
+//     so they work while the shard servers are unreachable and cannot be
+//     locked out by anything stored in the cluster;
+//   - stored keys (regen admin key create) live in the cluster's metadata:
+//     an access key record on every shard server, written to a majority
+//     and read from a majority like bucket records (buckets_layer.go), so
+//     every gateway knows them. Their rights on a bucket are in the bucket
+//     record (metadata.Bucket.Grants); an admin flag and a create-bucket
+//     flag are in the key record.
+//
+// Gateways cache the stored keys for KeyCacheTTL: a deleted key stops
+// working on every gateway within that time. An unknown access key makes
+// the cache look again at most every keyRetry, so a key created through
+// another gateway works at once, and a stream of made-up access keys
+// cannot make a gateway ask every shard server on every request.
+//
+// Secret keys are stored sealed: AES-256-GCM under a key derived from the
+// cluster secret (which every node is given and none stores), with the
+// access key ID as associated data. A shard server's disk, or its backup,
+// does not reveal them. SigV4 needs the secret itself to check a
+// signature, so it cannot be stored as a one-way hash (S3 keeps secrets
+// recoverable for the same reason). Changing the cluster secret makes the
+// stored keys unusable: create them again.
+
+// keyRetry is how often an unknown access key may make a gateway read the
+// stored keys again.
+const keyRetry = 250 * time.Millisecond
+
+// KeyStore is the optional capability to keep access key records on shard
+// servers; *shardrpc.Client has it. Without it, only configured keys work.
+type KeyStore interface {
+	PutAccessKey(ctx context.Context, addr string, k *metadata.AccessKey) error
+	ListAccessKeys(ctx context.Context, addr string) ([]metadata.AccessKey, error)
+}
+
+// errNoKeyStore: this gateway cannot store access keys.
+var errNoKeyStore = errors.New("this gateway cannot store access keys (no cluster secret, or a shard client without access key records)")
+
+// principal is who signed a request.
+type principal struct {
+	accessKey string
+	// configured: one of Config.Credentials, an administrator with no
+	// stored record.
+	configured    bool
+	admin         bool
+	createBuckets bool
+}
+
+// rights returns p's rights on bucket b.
+func (p principal) rights(b *metadata.Bucket) metadata.Rights {
+	if p.accessKey == "" {
+		return metadata.Rights{}
+	}
+	return b.Grants[p.accessKey]
+}
+
+// storedKey is a stored access key with its secret opened.
+type storedKey struct {
+	rec    metadata.AccessKey
+	secret string // "" for a tombstone or a secret this gateway cannot open
+}
+
+// keyCache holds every stored access key record (tombstones included),
+// merged over the shard servers, for a short TTL.
+type keyCache struct {
+	ttl   time.Duration
+	retry time.Duration
+	// mu is held through a refresh: the requests that find the cache
+	// stale wait for one read of the servers instead of each making one.
+	mu    sync.Mutex
+	at    time.Time
+	valid bool
+	keys  map[string]*storedKey
+}
+
+// keyring is the gateway's access to stored keys: the cache, the sealer
+// of their secrets and the shard servers.
+type keyring struct {
+	cache keyCache
+	aead  cipher.AEAD // nil without a cluster secret: no stored keys
+	store KeyStore    // nil: no stored keys
+	layer *layer
+	log   *slog.Logger
+}
+
+// newKeyring returns the gateway's keyring; a gateway without a cluster
+// secret or a KeyStore knows its configured keys only.
+func newKeyring(cfg Config, l *layer, shards ShardAPI) (*keyring, error) {
+	kr := &keyring{cache: keyCache{ttl: cfg.KeyCacheTTL, retry: keyRetry}, layer: l, log: cfg.Logger}
+	kr.store, _ = shards.(KeyStore)
+	if cfg.ClusterSecret == "" {
+		return kr, nil
+	}
+	aead, err := newSealer(cfg.ClusterSecret)
+	if err != nil {
+		return nil, err
+	}
+	kr.aead = aead
+	return kr, nil
+}
+
+// enabled reports whether this gateway can store and check stored keys.
+func (kr *keyring) enabled() bool { return kr.aead != nil && kr.store != nil }
+
+// newSealer derives the key that seals stored secret keys from the
+// cluster secret.
+func newSealer(clusterSecret string) (cipher.AEAD, error) {
+	key, err := hkdf.Key(sha256.New, []byte(clusterSecret), nil, "regen access key secrets v1", 32)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: derive the access key sealing key: %w", err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// seal seals secret for the access key id: nonce || ciphertext.
+func seal(aead cipher.AEAD, id, secret string) []byte {
+	nonce := make([]byte, aead.NonceSize())
+	rand.Read(nonce)
+	return aead.Seal(nonce, nonce, []byte(secret), []byte(id))
+}
+
+// unseal opens what seal sealed for id.
+func unseal(aead cipher.AEAD, id string, sealed []byte) (string, error) {
+	n := aead.NonceSize()
+	if len(sealed) < n+aead.Overhead() {
+		return "", errors.New("sealed secret too short")
+	}
+	plain, err := aead.Open(nil, sealed[:n], sealed[n:], []byte(id))
+	if err != nil {
+		return "", err
+	}
+	return string(plain), nil
+}
+
+// newKeyPair makes a fresh access key ID (20 characters, like AWS's:
+// "RK" and 18 of base32's letters and digits, 90 random bits) and secret
+// key (40 characters of URL-safe base64, 240 random bits).
+func newKeyPair() (id, secret string) {
+	var b [30]byte
+	rand.Read(b[:])
+	return "RK" + rand.Text()[:18], base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// lookup returns the live stored key id, nil if there is none. It fails
+// only when the stored keys cannot be read (a majority of shard servers
+// did not answer) and the cached ones are too old to trust.
+func (kr *keyring) lookup(ctx context.Context, id string) (*storedKey, error) {
+	if !kr.enabled() {
+		return nil, nil
+	}
+	c := &kr.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	age := time.Since(c.at)
+	k := c.keys[id]
+	known := k != nil && !k.rec.Deleted
+	if !c.valid || age > c.ttl || (!known && age > c.retry) {
+		if err := kr.refreshLocked(ctx); err != nil {
+			return nil, err
+		}
+		k = c.keys[id]
+	}
+	if k == nil || k.rec.Deleted || k.secret == "" {
+		return nil, nil
+	}
+	return k, nil
+}
+
+// all returns every stored key record, tombstones included, read from the
+// servers now.
+func (kr *keyring) all(ctx context.Context) (map[string]*storedKey, error) {
+	if !kr.enabled() {
+		return nil, errNoKeyStore
+	}
+	c := &kr.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := kr.refreshLocked(ctx); err != nil {
+		return nil, err
+	}
+	return c.keys, nil
+}
+
+// invalidate makes the next lookup read the servers.
+func (kr *keyring) invalidate() {
+	kr.cache.mu.Lock()
+	defer kr.cache.mu.Unlock()
+	kr.cache.valid = false
+}
+
+// refreshLocked reads the stored keys into the cache; c.mu is held.
+// Secrets already opened are kept while their record is unchanged.
+func (kr *keyring) refreshLocked(ctx context.Context) error {
+	c := &kr.cache
+	recs, err := kr.layer.allAccessKeys(ctx, kr.store)
+	if err != nil {
+		return err
+	}
+	keys := make(map[string]*storedKey, len(recs))
+	for id, rec := range recs {
+		if old := c.keys[id]; old != nil && old.rec.Version == rec.Version {
+			keys[id] = old
+			continue
+		}
+		k := &storedKey{rec: rec}
+		if !rec.Deleted {
+			secret, err := unseal(kr.aead, id, rec.SealedSecret)
+			if err != nil {
+				// Sealed under another cluster secret, or damaged:
+				// the key cannot sign anything here.
+				kr.log.Warn("stored access key cannot be opened with this cluster secret; it is refused", "access_key", id, "name", rec.Name, "err", err)
+			}
+			k.secret = secret
+		}
+		keys[id] = k
+	}
+	c.keys, c.at, c.valid = keys, time.Now(), true
+	return nil
+}
+
+// allAccessKeys returns the newest record of every access key, tombstones
+// included, merged over the live shard servers; a majority must answer.
+func (l *layer) allAccessKeys(ctx context.Context, store KeyStore) (map[string]metadata.AccessKey, error) {
+	ids, addrs := l.liveShards()
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: no live shard servers", errUnavailable)
+	}
+	var mu sync.Mutex
+	merged := map[string]metadata.AccessKey{}
+	answered := 0
+	var errs []error
+	var g errgroup.Group
+	for _, id := range ids {
+		g.Go(func() error {
+			ks, err := store.ListAccessKeys(ctx, addrs[id])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
+				return nil
+			}
+			answered++
+			for _, k := range ks {
+				if cur, ok := merged[k.ID]; !ok || cur.Version.Less(k.Version) {
+					merged[k.ID] = k
+				}
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if answered < len(ids)/2+1 {
+		return nil, fmt.Errorf("%w: %d of %d servers answered for access keys: %w", errUnavailable, answered, len(ids), errors.Join(errs...))
+	}
+	return merged, nil
+}
+
+// putAccessKey writes an access key record to every live shard server and
+// needs a majority of them.
+func (l *layer) putAccessKey(ctx context.Context, store KeyStore, k *metadata.AccessKey) error {
+	ids, _ := l.liveShards()
+	ok, errs := l.onLive(ids, func(_, addr string) error { return store.PutAccessKey(ctx, addr, k) })
+	if need := len(ids)/2 + 1; ok < need || len(ids) == 0 {
+		return fmt.Errorf("%w: access key record stored on %d of %d servers: %w", errUnavailable, ok, len(ids), errors.Join(errs...))
+	}
+	return nil
+}
+
+// requestCreds looks up the secret key of one request's access key and
+// remembers who it is. A lookup that cannot reach the stored keys is kept
+// in err, so the request fails as unavailable (503) rather than with
+// InvalidAccessKeyId: the key may well exist.
+type requestCreds struct {
+	g   *Gateway
+	ctx context.Context
+	who principal
+	err error
+}
+
+// SecretKey implements sigv4.Credentials.
+func (rc *requestCreds) SecretKey(id string) (string, bool) {
+	if s, ok := rc.g.cfg.Credentials[id]; ok {
+		rc.who = principal{accessKey: id, configured: true, admin: true, createBuckets: true}
+		return s, true
+	}
+	k, err := rc.g.keys.lookup(rc.ctx, id)
+	if err != nil {
+		rc.err = err
+		return "", false
+	}
+	if k == nil {
+		return "", false
+	}
+	rc.who = principal{accessKey: id, admin: k.rec.Admin, createBuckets: k.rec.Admin || k.rec.CreateBuckets}
+	return k.secret, true
+}
