@@ -75,7 +75,8 @@ func (g *Gateway) serveUI(c *fiber.Ctx, rawPath string) error {
 }
 
 // uiAuthorized checks a Basic Authorization header against the gateway's
-// credentials, in constant time for the secret.
+// configured keys and stored administrator keys, in constant time for
+// the secret.
 func (g *Gateway) uiAuthorized(header string) bool {
 	enc, ok := strings.CutPrefix(header, "Basic ")
 	if !ok {
@@ -90,6 +91,15 @@ func (g *Gateway) uiAuthorized(header string) bool {
 		return false
 	}
 	want, known := g.cfg.Credentials[access]
+	if !known {
+		// A stored key signs in if it is an administrator: the page
+		// shows the cluster's internals, as the operator API does.
+		ctx, cancel := g.opContext()
+		defer cancel()
+		if k, err := g.keys.lookup(ctx, access); err == nil && k != nil && k.rec.Admin {
+			want, known = k.secret, true
+		}
+	}
 	if !known {
 		// Compare anyway so unknown keys cost the same time.
 		want = secret + "x"
