@@ -907,7 +907,9 @@ func (w *wireTap) pipe(c net.Conn, target string) {
 	i := len(w.sent)
 	w.sent = append(w.sent, nil)
 	w.mu.Unlock()
-	go io.Copy(c, up)
+	// NB: a close by the server reaches the client, as on a real network
+	// (else the client would write its next request into a dead pipe).
+	go func() { io.Copy(c, up); c.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := c.Read(buf)
