@@ -13,9 +13,10 @@ import (
 )
 
 // Request bodies the gateway reads whole (the XML documents of PUT ?acl,
-// CreateBucket, DeleteObjects and CompleteMultipartUpload) all go through
-// xmlBody: at most maxRequestXML bytes are read, whatever the client
-// declares, and never more are buffered. Content-Encoding is not decoded
+// CreateBucket, DeleteObjects, CompleteMultipartUpload, CORS, tagging and
+// ownership controls, and the JSON of PUT ?policy) all go through
+// wholeBody: at most maxRequestXML bytes (20 KiB for a policy) are read,
+// whatever the client declares, and never more are buffered. Content-Encoding is not decoded
 // (S3 takes request bodies as sent; a gzip body is malformed XML, never a
 // decompression bomb), and fiber's Ctx.Body, which decodes it without a
 // limit, is never called. Objects stream (bodyReader).
@@ -37,6 +38,23 @@ const (
 // decoded from aws-chunked and checked against x-amz-content-sha256, then
 // against the digests d names. An empty body is returned as nil.
 func (g *Gateway) xmlBody(c *fiber.Ctx, req *request, d xmlDigests) ([]byte, error) {
+	b, err := g.wholeBody(c, req, d, maxRequestXML)
+	if errors.Is(err, errBodyTooLarge) {
+		return nil, ErrMalformedXML.With("The XML you provided was larger than the maximum allowed size.")
+	}
+	return b, err
+}
+
+// errBodyTooLarge is wholeBody's answer to a body past its limit; each
+// caller says it in its operation's S3 error.
+var errBodyTooLarge = errors.New("request body larger than its limit")
+
+// wholeBody reads a request body the gateway keeps in memory (an XML
+// document, a bucket policy): at most limit bytes, whatever the client
+// declares, decoded from aws-chunked and checked against
+// x-amz-content-sha256, then against the digests d names. A longer body
+// is errBodyTooLarge. An empty body is returned as nil.
+func (g *Gateway) wholeBody(c *fiber.Ctx, req *request, d xmlDigests, limit int) ([]byte, error) {
 	wantMD5, err := contentMD5(c)
 	if err != nil {
 		return nil, err
@@ -62,12 +80,12 @@ func (g *Gateway) xmlBody(c *fiber.Ctx, req *request, d xmlDigests) ([]byte, err
 	}
 	// NB: reading to EOF (within the limit) is what runs the
 	// x-amz-content-sha256 and checksum checks.
-	b, err := io.ReadAll(io.LimitReader(body, maxRequestXML+1))
+	b, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
 	if err != nil {
 		return nil, bodyErr(err)
 	}
-	if len(b) > maxRequestXML {
-		return nil, ErrMalformedXML.With("The XML you provided was larger than the maximum allowed size.")
+	if len(b) > limit {
+		return nil, errBodyTooLarge
 	}
 	if wantMD5 != nil {
 		if sum := md5.Sum(b); !bytes.Equal(sum[:], wantMD5) {

@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"errors"
-	"io"
+	"fmt"
 	"sync"
 
 	"github.com/gofiber/fiber/v2"
@@ -73,9 +73,12 @@ func (g *Gateway) bucketPolicy(c *fiber.Ctx, req *request) error {
 		c.Set("Content-Type", "application/json")
 		return c.Status(fiber.StatusOK).SendString(b.Policy)
 	case fiber.MethodPut:
-		doc, err := io.ReadAll(io.LimitReader(g.bodyReader(c, req, -1), s3policy.MaxSize+1))
+		doc, err := g.wholeBody(c, req, bodyDigests, s3policy.MaxSize)
+		if errors.Is(err, errBodyTooLarge) {
+			return apiErr("MalformedPolicy", fmt.Sprintf("policies must be at most %d bytes", s3policy.MaxSize))
+		}
 		if err != nil {
-			return bodyErr(err)
+			return err
 		}
 		if len(doc) == 0 {
 			return apiErr("MissingRequestBodyError", "")

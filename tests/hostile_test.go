@@ -384,6 +384,21 @@ func (h *hostile) digests(t *testing.T) {
 	want(t, "CompleteMultipartUpload with a wrong Content-MD5", got, 400, "BadDigest")
 	h.absent(t, "hostile", "mpu")
 	core.AbortMultipartUpload(ctx(t), "hostile", "mpu", id)
+
+	// A bucket policy (JSON, read whole like the XML bodies) is checked
+	// too, and read through its 20 KiB limit.
+	pol := []byte(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::hostile/*"}]}`)
+	got = h.send(t, raw{method: "PUT", path: "/hostile?policy", hdr: map[string]string{"Content-MD5": b64md5([]byte("other"))},
+		payload: sha(pol), length: int64(len(pol)), body: bytes.NewReader(pol)})
+	want(t, "PutBucketPolicy with a wrong Content-MD5", got, 400, "BadDigest")
+	big := io.LimitReader(zeroReader{}, 64<<20)
+	got = h.send(t, raw{method: "PUT", path: "/hostile?policy", length: 64 << 20, body: big})
+	if got.err == nil {
+		want(t, "PutBucketPolicy of 64 MiB", got, 400, "MalformedPolicy")
+	}
+	if p, err := h.c.GetBucketPolicy(ctx(t), "hostile"); p != "" || err != nil {
+		t.Fatalf("bucket policy after refused PUTs: %q %v", p, err)
+	}
 	h.serves(t)
 }
 
