@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,10 @@ import (
 func TestGatewayRefusesDefaultCredentials(t *testing.T) {
 	e2e(t)
 	secret := "0123456789abcdef0123456789abcdef"
+	credFile := filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(credFile, []byte("regenadmin regenadmin-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	run := func(env []string, args ...string) (string, error) {
 		cmd := exec.Command(regenBin, append([]string{"gateway", "--addr", freeAddr(t), "--gossip", freeAddr(t)}, args...)...)
 		cmd.Env = append(cleanEnv(), env...)
@@ -30,8 +35,9 @@ func TestGatewayRefusesDefaultCredentials(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"defaults", []string{"REGEN_CLUSTER_SECRET=" + secret}, "default credentials"},
-		{"default secret key", []string{"REGEN_CLUSTER_SECRET=" + secret, "REGEN_ACCESS_KEY=mine", "REGEN_SECRET_KEY=regenadmin-secret"}, "default credentials"},
+		{"defaults", []string{"REGEN_CLUSTER_SECRET=" + secret}, "--access-key (REGEN_ACCESS_KEY) default \"regenadmin\": refusing to start with the built-in default access key"},
+		{"default secret key", []string{"REGEN_CLUSTER_SECRET=" + secret, "REGEN_ACCESS_KEY=mine", "REGEN_SECRET_KEY=regenadmin-secret"}, "(the variable of --secret-key): refusing to start with the built-in default secret key"},
+		{"default pair in a credentials file", []string{"REGEN_CLUSTER_SECRET=" + secret, "REGEN_ACCESS_KEY=mine", "REGEN_SECRET_KEY=my-own-secret-key", "REGEN_CREDENTIALS_FILE=" + credFile}, "--credentials-file: refusing to start with the built-in default access key"},
 		{"short cluster secret", []string{"REGEN_CLUSTER_SECRET=short", "REGEN_ACCESS_KEY=mine", "REGEN_SECRET_KEY=my-own-secret-key"}, "at least 16"},
 	} {
 		out, err := run(tc.env)

@@ -207,7 +207,7 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 	cfg.ChunkSize, cfg.WriteMemory = f.chunk, f.writeMemory
 	cfg.OpTimeout = f.opTimeout
 	cfg.ClockOffset = f.clockOffset
-	if err := checkCredentials(cfg.Credentials, f.allowDefaultCreds); err != nil {
+	if err := checkCredentials(cfg.Credentials, f.allowDefaultCreds, "credentials-file"); err != nil {
 		return cfg, usageError{err}
 	}
 	cfg.Limits = gateway.Limits{
@@ -252,7 +252,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := checkClusterSecret(f.secret); err != nil {
 			return err
 		}
-		if err := checkCredentials(map[string]string{f.accessKey: f.secretKey}, f.allowDefaultCreds); err != nil {
+		if err := checkCredentials(map[string]string{f.accessKey: f.secretKey}, f.allowDefaultCreds, ""); err != nil {
 			return err
 		}
 		return f.Validate()

@@ -25,16 +25,32 @@ func checkClusterSecret(secret string) error {
 	return nil
 }
 
-// checkCredentials refuses the built-in default key pair unless allowed:
-// every key is a full administrator, and the defaults are in the README.
-func checkCredentials(creds map[string]string, allowDefault bool) error {
+// checkCredentials refuses the built-in default key pair, or either half
+// of it, unless allowed: every key is a full administrator, and the
+// defaults are in the README. option is the flag the pairs came from, ""
+// for --access-key and --secret-key, so the message names the half that
+// is the default.
+func checkCredentials(creds map[string]string, allowDefault bool, option string) error {
 	if allowDefault {
 		return nil
 	}
 	for access, secret := range creds {
-		if access == defaultAccessKey || secret == defaultSecretKey {
-			return badOption("access-key", "refusing to start with the built-in default credentials (%s): set --access-key and --secret-key (REGEN_ACCESS_KEY, REGEN_SECRET_KEY), or pass --allow-default-credentials (REGEN_ALLOW_DEFAULT_CREDENTIALS=true) for a throwaway cluster", defaultAccessKey)
+		what := ""
+		switch {
+		case access == defaultAccessKey:
+			what = "access key (" + defaultAccessKey + ")"
+			if option == "" {
+				option = "access-key"
+			}
+		case secret == defaultSecretKey:
+			what = "secret key"
+			if option == "" {
+				option = "secret-key"
+			}
+		default:
+			continue
 		}
+		return badOption(option, "refusing to start with the built-in default %s: set --access-key and --secret-key (REGEN_ACCESS_KEY, REGEN_SECRET_KEY), or pass --allow-default-credentials (REGEN_ALLOW_DEFAULT_CREDENTIALS=true) for a throwaway cluster", what)
 	}
 	return nil
 }
