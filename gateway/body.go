@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -80,12 +81,9 @@ func (g *Gateway) wholeBody(c *fiber.Ctx, req *request, d xmlDigests, limit int)
 	}
 	// NB: reading to EOF (within the limit) is what runs the
 	// x-amz-content-sha256 and checksum checks.
-	b, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
+	b, err := g.bodyMem.read(req, body, int64(limit), bodySizeHint(c))
 	if err != nil {
-		return nil, bodyErr(err)
-	}
-	if len(b) > limit {
-		return nil, errBodyTooLarge
+		return nil, bodyErr(err) // errBodyTooLarge and SlowDown as they are
 	}
 	if wantMD5 != nil {
 		if sum := md5.Sum(b); !bytes.Equal(sum[:], wantMD5) {
@@ -96,6 +94,18 @@ func (g *Gateway) wholeBody(c *fiber.Ctx, req *request, d xmlDigests, limit int)
 		return nil, nil
 	}
 	return b, nil
+}
+
+// bodySizeHint is the body size a request declares (decoded, for
+// aws-chunked), or -1.
+func bodySizeHint(c *fiber.Ctx) int64 {
+	if v := c.Get("x-amz-decoded-content-length"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			return n
+		}
+		return -1
+	}
+	return int64(max(c.Request().Header.ContentLength(), -1))
 }
 
 // decodeXMLBody reads the request's XML body (xmlBody, digests checked

@@ -57,6 +57,12 @@ type Config struct {
 	// for each of four concurrent uploads; at least one stripe always
 	// fits.
 	WriteMemory int64
+	// BodyMemory bounds the request bodies all requests hold whole at
+	// once: XML and policy documents (up to 2 MiB each) and inline
+	// objects (up to InlineMax). Past it, such requests wait a few
+	// seconds, then get 503 SlowDown (bodymem.go). At least
+	// MinBodyMemory.
+	BodyMemory int64
 	// ShardTimeout bounds one shard fetch on the read path.
 	ShardTimeout time.Duration
 	// BucketCacheTTL is how long bucket existence is cached.
@@ -92,6 +98,7 @@ func DefaultConfig() Config {
 		ChunkSize:      1 << 20,
 		InlineMax:      128 << 10,
 		WriteMemory:    96 << 20,
+		BodyMemory:     32 << 20,
 		ShardTimeout:   15 * time.Second,
 		BucketCacheTTL: 2 * time.Second,
 		KeyCacheTTL:    2 * time.Second,
@@ -194,6 +201,9 @@ func (c Config) Validate() error {
 	}
 	if c.InlineMax < 0 || c.InlineMax > 1<<20 {
 		return fmt.Errorf("gateway: inline max %d outside 0..1 MiB", c.InlineMax)
+	}
+	if c.BodyMemory < MinBodyMemory {
+		return fmt.Errorf("gateway: body memory %d below %d (two of the largest XML body)", c.BodyMemory, MinBodyMemory)
 	}
 	return c.Limits.Validate()
 }

@@ -162,7 +162,7 @@ func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	defer body.Close()
-	if err := g.storeObject(ctx, m, code, body, src.Size, nil, cond); err != nil {
+	if err := g.storeObject(ctx, req, m, code, body, src.Size, nil, cond); err != nil {
 		return err
 	}
 	return sendXML(c, fiber.StatusOK, CopyObjectResult{ETag: `"` + m.ETag + `"`, LastModified: ts(m.Modified)})

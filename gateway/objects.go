@@ -127,7 +127,7 @@ func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
-	if err := g.storeObject(ctx, m, code, body, size, wantMD5, cond); err != nil {
+	if err := g.storeObject(ctx, req, m, code, body, size, wantMD5, cond); err != nil {
 		return err
 	}
 	g.metrics.bytesIn.Add(float64(size))
@@ -223,7 +223,7 @@ func (g *Gateway) prepareManifest(ctx context.Context, m *metadata.Manifest) (co
 // describes: inline or striped, checked against wantMD5 if set, then its
 // manifest written (under the key's lease when cond is set). On error
 // nothing becomes visible.
-func (g *Gateway) storeObject(ctx context.Context, m *metadata.Manifest, code codec.Code, body io.Reader, size int64, wantMD5 []byte, cond *writeCond) error {
+func (g *Gateway) storeObject(ctx context.Context, req *request, m *metadata.Manifest, code codec.Code, body io.Reader, size int64, wantMD5 []byte, cond *writeCond) error {
 	var sum [md5.Size]byte
 	var ok []bool
 	var err error
@@ -235,7 +235,7 @@ func (g *Gateway) storeObject(ctx context.Context, m *metadata.Manifest, code co
 		defer func() { <-probed }()
 	}
 	if size <= g.cfg.InlineMax {
-		sum, err = g.readInline(body, size, m)
+		sum, err = g.readInline(req, body, size, m)
 	} else {
 		sum, ok, err = g.writeStriped(ctx, body, size, code, m)
 	}
@@ -287,8 +287,11 @@ func drain(body io.Reader) error {
 }
 
 // readInline reads a small object into its manifest.
-func (g *Gateway) readInline(body io.Reader, size int64, m *metadata.Manifest) ([md5.Size]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(body, size+1))
+func (g *Gateway) readInline(req *request, body io.Reader, size int64, m *metadata.Manifest) ([md5.Size]byte, error) {
+	data, err := g.bodyMem.read(req, body, size, size)
+	if errors.Is(err, errBodyTooLarge) {
+		return [md5.Size]byte{}, apiErr("IncompleteBody", "The request body is longer than its declared length.")
+	}
 	if err != nil {
 		return [md5.Size]byte{}, bodyErr(err)
 	}

@@ -39,6 +39,8 @@ type Gateway struct {
 	policies policyCache
 	// writeBufs lends every write's stripe buffers (Config.WriteMemory).
 	writeBufs *stripe.Buffers
+	// bodyMem bounds the request bodies held whole (Config.BodyMemory).
+	bodyMem *bodyMemory
 }
 
 // New builds a gateway over the given shard servers and membership.
@@ -56,6 +58,7 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		auth:      &sigv4.Verifier{Creds: sigv4.StaticCredentials(cfg.Credentials), Region: cfg.Region},
 		metrics:   newMetrics(cfg.Registerer),
 		writeBufs: stripe.NewBuffers(cfg.WriteMemory),
+		bodyMem:   newBodyMemory(cfg.BodyMemory),
 	}
 	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID, offset: cfg.ClockOffset},
 		notify: newNotifier(shards)}
@@ -160,6 +163,9 @@ type request struct {
 	// holds no key and an unsigned payload (see authorize).
 	anonymous bool
 	start     time.Time
+	// bodyHeld is the body memory (Gateway.bodyMem) the request holds;
+	// serve gives it back when the request ends.
+	bodyHeld int64
 }
 
 func newRequestID() string {
@@ -192,6 +198,7 @@ func (g *Gateway) serve(c *fiber.Ctx) error {
 		}
 		g.corsResponse(c, req)
 	}()
+	g.bodyMem.release(req)
 	status, took := c.Response().StatusCode(), time.Since(req.start)
 	g.metrics.observe(op, status, took)
 	g.logAccess(c, req, op, status, took)

@@ -54,6 +54,7 @@ func TestHostileInput(t *testing.T) {
 	t.Run("HugeHeaders", h.hugeHeaders)
 	t.Run("BadFraming", h.badFraming)
 	t.Run("XMLBodies", h.xmlBodies)
+	t.Run("HeldBodies", h.heldBodies)
 	t.Run("Digests", h.digests)
 	t.Run("Keys", h.keys)
 	t.Run("PayloadHash", h.payloadHash)
@@ -343,6 +344,58 @@ func (h *hostile) xmlBodies(t *testing.T) {
 	}
 	h.serves(t)
 }
+
+// heldBodies: many connections that each send all but the last byte of
+// a 2 MiB XML body share one memory budget (--body-memory, 32 MiB): the
+// gateway stays small, every one is answered (SlowDown past the budget,
+// RequestTimeout for the held ones), and it serves as before. Each used to
+// hold its body: 400 of them took the gateway to 1 GiB.
+func (h *hostile) heldBodies(t *testing.T) {
+	const n, size = 300, 2 << 20
+	hold := make(chan struct{})
+	replies := make([]reply, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			body := io.MultiReader(bytes.NewReader(bytes.Repeat([]byte(" "), size-1)), blockUntil(hold))
+			replies[i] = h.send(t, raw{method: "PUT", path: "/hostile?acl", length: size, body: body, from: fmt.Sprintf("127.0.0.%d", 6+i%3)})
+		})
+	}
+	wg.Wait()
+	close(hold)
+	codes, unconnected := map[string]int{}, 0
+	for _, r := range replies {
+		var op *net.OpError
+		switch {
+		case errors.As(r.err, &op) && op.Op == "dial":
+			unconnected++ // the accept backlog overflowed
+		case r.err != nil:
+			codes["no answer: "+r.err.Error()]++
+		default:
+			codes[fmt.Sprintf("%d %s", r.status, r.code)]++
+		}
+	}
+	t.Logf("%d connections each holding 2 MiB - 1 of a PUT ?acl body: %v; %d could not connect", n, codes, unconnected)
+	for c := range codes {
+		if c != "503 SlowDown" && c != "400 RequestTimeout" {
+			t.Errorf("a held body got %s, want 503 SlowDown or 400 RequestTimeout", c)
+		}
+	}
+	if unconnected > n/2 {
+		t.Fatalf("%d of %d connections could not connect", unconnected, n)
+	}
+	hwm := h.peakRSS(t)
+	t.Logf("gateway peak RSS so far: %d MiB", hwm>>20)
+	if hwm >= 256<<20 {
+		t.Fatalf("gateway peak RSS %d MiB with %d held XML bodies", hwm>>20, n)
+	}
+	h.serves(t)
+}
+
+// blockUntil is a reader that blocks until done is closed, then ends.
+type blockUntil chan struct{}
+
+func (b blockUntil) Read([]byte) (int, error) { <-b; return 0, io.EOF }
 
 type zeroReader struct{}
 
