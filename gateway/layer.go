@@ -80,7 +80,7 @@ type layer struct {
 	// in tests that need no notices.
 	notify *notifier
 
-	codes sync.Map // code name -> codec.Code
+	codes codec.Cache
 	// maxN is the widest stripe among configured codes: the first batch of
 	// servers a manifest lookup asks.
 	maxN int
@@ -94,17 +94,7 @@ type layer struct {
 	maxK int
 }
 
-func (l *layer) code(name string) (codec.Code, error) {
-	if c, ok := l.codes.Load(name); ok {
-		return c.(codec.Code), nil
-	}
-	c, err := codec.Parse(name)
-	if err != nil {
-		return nil, err
-	}
-	l.codes.Store(name, c)
-	return c, nil
-}
+func (l *layer) code(name string) (codec.Code, error) { return l.codes.Get(name) }
 
 // liveShards returns the live shard servers' IDs and their addresses.
 func (l *layer) liveShards() ([]string, map[string]string) {

@@ -147,6 +147,9 @@ type Worker struct {
 	writtenBytes  func() int64
 	limit         *rate.Limiter
 	m             *metrics
+	// codes: every code met by name, built once (a Clay code's repair
+	// plans are cached inside it, per failure set).
+	codes codec.Cache
 
 	mu       sync.Mutex
 	queue    []*job
@@ -259,7 +262,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 		mrf:    newMRF(), events: opt.Events,
 	}
 	if w.exec == nil {
-		w.exec = &pullExecutor{shards: shards, w: w}
+		w.exec = &pullExecutor{shards: shards, w: w, codes: &w.codes}
 		w.allowed = []Method{PullRep}
 	}
 	w.limit = rate.NewLimiter(rate.Inf, 1<<20)
@@ -536,7 +539,7 @@ func (w *Worker) coalesce(v nodeView, m *metadata.Manifest, downs, lost []int) b
 	if len(downs) == len(lost) || len(m.Parts) == 0 {
 		return false
 	}
-	if c, err := codec.Parse(m.Code); err != nil || len(downs) >= c.ParityShards() {
+	if c, err := w.codes.Get(m.Code); err != nil || len(downs) >= c.ParityShards() {
 		return false
 	}
 	isLost := map[int]bool{}

@@ -26,13 +26,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type pullExecutor struct {
 	shards Shards
 	w      *Worker // for rate measurements; nil in tests
+	codes  *codec.Cache
 }
 
 func (e *pullExecutor) Run(ctx context.Context, t Task) (Result, error) {
 	if err := t.Validate(); err != nil {
 		return Result{}, err
 	}
-	code, err := codec.Parse(t.Code)
+	code, err := e.codes.Get(t.Code)
 	if err != nil {
 		return Result{}, err
 	}

@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -45,7 +44,7 @@ func (w *Worker) planMove(v nodeView, m *metadata.Manifest, p metadata.Part, los
 }
 
 func (w *Worker) planInput(v nodeView, m *metadata.Manifest, p metadata.Part, lost []int, pinned map[int]string) (PlanInput, error) {
-	code, err := codec.Parse(m.Code)
+	code, err := w.codes.Get(m.Code)
 	if err != nil {
 		return PlanInput{}, err
 	}
@@ -317,7 +316,7 @@ func repairWriter(node string) string { return "repair-" + node }
 //     like a PUT. The old placement's live servers get it too, which is
 //     how they learn to drop nothing but what was rebuilt elsewhere.
 func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.Manifest, rebuilt map[int]Node) error {
-	code, err := codec.Parse(old.Code)
+	code, err := w.codes.Get(old.Code)
 	if err != nil {
 		return err
 	}

@@ -128,17 +128,7 @@ func (s *Server) visible(m *metadata.Manifest) int {
 	return n/2 + 1
 }
 
-func (s *Server) code(name string) (codec.Code, error) {
-	if c, ok := s.codes.Load(name); ok {
-		return c.(codec.Code), nil
-	}
-	c, err := codec.Parse(name)
-	if err != nil {
-		return nil, err
-	}
-	s.codes.Store(name, c)
-	return c, nil
-}
+func (s *Server) code(name string) (codec.Code, error) { return s.codes.Get(name) }
 
 // enqueueConfirm queues a confirm job for the current version of a key,
 // due after GCDelay. A failure is logged: the previous versions then stay

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -28,7 +29,7 @@ type Server struct {
 	rep    *repairState
 	peers  versionAsker // confirm jobs ask peers through it
 	notes  committedSet // versions gateways reported on a write quorum
-	codes  sync.Map     // code name -> codec.Code, for write quorums
+	codes  codec.Cache  // for write quorums
 	// confirmNow wakes Run for a confirm job due at once (a key that
 	// reached metadata.MaxPrevious), rather than at the next GC tick.
 	confirmNow chan struct{}
