@@ -12,11 +12,11 @@ import (
 	"github.com/regen-s3/regen/metadata"
 )
 
-// ACLs: every access key has full control, so what an ACL can add is a
-// grant to everyone (public-read) or to every authenticated caller
-// (authenticated-read, which changes nothing here). Buckets and objects
-// keep their canned ACL; anonymous requests are decided from it
-// (access.go), and GET ?acl reports it as grants.
+// ACLs: access keys get their rights from the bucket record (read, write,
+// owner; access.go), so what an ACL can add is a grant to everyone
+// (public-read) or to every caller with a valid key (authenticated-read).
+// Buckets and objects keep their canned ACL; requests without the right
+// are decided from it (access.go), and GET ?acl reports it as grants.
 
 // AccessControlPolicy is the GetObjectAcl / GetBucketAcl response.
 type AccessControlPolicy struct {

@@ -16,4 +16,9 @@
 // clock that moves past every version read, and every write of a key is
 // fenced by the key's lease. docs/CONSISTENCY.md gives the guarantees and
 // why these rules keep them.
+//
+// Access keys are the configured ones (administrators) and the ones stored
+// on the shard servers like bucket records, with rights per bucket kept in
+// the bucket records (accesskeys.go, access.go); docs/ACCESS.md gives the
+// rules.
 package gateway

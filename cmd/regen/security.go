@@ -26,7 +26,7 @@ func checkClusterSecret(secret string) error {
 }
 
 // checkCredentials refuses the built-in default key pair, or either half
-// of it, unless allowed: every key is a full administrator, and the
+// of it, unless allowed: a configured key is an administrator, and the
 // defaults are in the README. option is the flag the pairs came from, ""
 // for --access-key and --secret-key, so the message names the half that
 // is the default.
