@@ -180,7 +180,7 @@ func TestAccessKeys(t *testing.T) {
 	if !refused(am, "AccessDenied")() {
 		t.Error("the gateway that revoked alice's right still lets her read")
 	}
-	waitFor(t, 5*time.Second, "gateway 2 to refuse alice once her right is revoked", refused(am2, "AccessDenied"))
+	waitFor(t, 10*time.Second, "gateway 2 to refuse alice once her right is revoked", refused(am2, "AccessDenied"))
 	t.Logf("revoked right refused by gateway 2 after %v", time.Since(revoked).Round(time.Millisecond))
 
 	// Deleting her key: InvalidAccessKeyId on both gateways.
@@ -188,7 +188,7 @@ func TestAccessKeys(t *testing.T) {
 		t.Fatalf("key delete: %v\n%s", err, out)
 	}
 	deleted := time.Now()
-	waitFor(t, 5*time.Second, "gateway 1 to refuse alice's deleted key", func() bool {
+	waitFor(t, 10*time.Second, "gateway 1 to refuse alice's deleted key", func() bool {
 		_, err := am.ListBuckets(ctx(t))
 		return minio.ToErrorResponse(err).Code == "InvalidAccessKeyId"
 	})
