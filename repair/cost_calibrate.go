@@ -347,7 +347,7 @@ func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
 // serving GETs all day must still get measured.)
 func (w *Worker) diskBusy(ctx context.Context) bool {
 	w.mu.Lock()
-	busy := w.counts.Running > 0 || len(w.queue) > 0
+	busy := w.counts.Running > 0 || w.queue.len() > 0
 	w.mu.Unlock()
 	if busy || w.writtenBytes == nil {
 		return busy

@@ -79,7 +79,7 @@ func TestMRFHealsOnReturn(t *testing.T) {
 			if got := slices.Contains(f.puts, "a5"); got != tc.healed {
 				t.Fatalf("n5 given the manifest: %v, want %v (puts %v)", got, tc.healed, f.puts)
 			}
-			inPlace := slices.ContainsFunc(w.queue, func(j *job) bool { return j.inPlace && slices.Contains(j.lost, 5) })
+			inPlace := slices.ContainsFunc(w.queue.jobs(), func(j *job) bool { return j.inPlace && slices.Contains(j.lost, 5) })
 			if inPlace != tc.healed {
 				t.Fatalf("in-place rebuild of shard 5 queued: %v, want %v", inPlace, tc.healed)
 			}

@@ -81,11 +81,12 @@ func (w *Worker) Status() shardrpc.RepairStatus {
 		st.Repair.ByMethod[k] = v
 	}
 	var queued []Cost
-	for _, j := range w.queue {
+	for _, j := range w.queue.jobs() {
 		queued = append(queued, j.cost)
 	}
 	st.Repair.Remaining = w.model().Batch(queued, w.cfg.Workers, w.lastShare, w.peerList())
 	if w.batch != nil {
+		w.predictBatch()
 		b := *w.batch
 		b.Elapsed = w.now().Sub(w.batchT0).Seconds()
 		st.Batch = &b

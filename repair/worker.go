@@ -152,7 +152,7 @@ type Worker struct {
 	codes codec.Cache
 
 	mu       sync.Mutex
-	queue    []*job
+	queue    jobQueue
 	inflight map[string]bool // manifest refs queued or running
 	load     map[string]int  // node -> running task involvement
 	rates    map[string]Rates
@@ -166,6 +166,9 @@ type Worker struct {
 	waiting  map[string]bool
 	// batchCosts are the predicted costs of the current batch's jobs.
 	batchCosts []Cost
+	// batchStale: batch.Predicted misses jobs or peer reports since it
+	// was made (predictBatch).
+	batchStale bool
 	// lastShare is share() as of the last scan or enqueue.
 	lastShare float64
 	// peerCPU: the largest batch CPU each server of this host reported
@@ -659,7 +662,7 @@ func (w *Worker) enqueue(j *job) bool {
 		return false
 	}
 	w.inflight[j.ref()] = true
-	w.queue = append(w.queue, j)
+	w.queue.push(j, w.now())
 	w.counts.Queued++
 	if w.batch == nil {
 		w.batchT0 = w.now()
@@ -669,7 +672,9 @@ func (w *Worker) enqueue(j *job) bool {
 	w.lastShare = share
 	w.batchCosts = append(w.batchCosts, j.cost)
 	w.batch.CPU += j.cost.CPU
-	w.batch.Predicted = w.model().Batch(w.batchCosts, w.cfg.Workers, share, w.peerList())
+	// NB: predicted when read (predictBatch), not per enqueue: the
+	// model walks every job of the batch.
+	w.batchStale = true
 	w.m.queued.Set(float64(w.counts.Queued))
 	select {
 	case w.wake <- struct{}{}:
@@ -682,21 +687,10 @@ func (w *Worker) enqueue(j *job) bool {
 func (w *Worker) pop() *job {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := w.now()
-	best := -1
-	for i, j := range w.queue {
-		if j.notBefore.After(now) {
-			continue
-		}
-		if best < 0 || j.prio > w.queue[best].prio {
-			best = i
-		}
-	}
-	if best < 0 {
+	j := w.queue.pop(w.now())
+	if j == nil {
 		return nil
 	}
-	j := w.queue[best]
-	w.queue = slices.Delete(w.queue, best, best+1)
 	w.counts.Queued--
 	w.counts.Running++
 	w.m.queued.Set(float64(w.counts.Queued))
@@ -796,12 +790,13 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 		w.recent = w.recent[len(w.recent)-20:]
 	}
 	if requeue {
-		w.queue = append(w.queue, j)
+		w.queue.push(j, w.now())
 		w.counts.Queued++
 	} else {
 		delete(w.inflight, j.ref())
 	}
-	if len(w.queue) == 0 && w.counts.Running == 0 && w.batch != nil {
+	if w.queue.len() == 0 && w.counts.Running == 0 && w.batch != nil {
+		w.predictBatch()
 		w.batch.Elapsed = w.now().Sub(w.batchT0).Seconds()
 		w.last, w.batch, w.batchCosts, w.peerCPU = w.batch, nil, nil, nil
 		w.log.Info("repair batch finished", "jobs", w.last.Jobs, "seconds", w.last.Elapsed, "predicted", w.last.Predicted, "bytes", w.last.Bytes)
@@ -926,7 +921,18 @@ func (w *Worker) hostPeers(ctx context.Context, v nodeView) {
 	for id, c := range got {
 		w.peerCPU[id] = max(w.peerCPU[id], c)
 	}
+	w.batchStale = true
+}
+
+// predictBatch brings the open batch's prediction up to date with the
+// jobs queued and the peers' CPU reported since it was last made; w.mu is
+// held.
+func (w *Worker) predictBatch() {
+	if w.batch == nil || !w.batchStale {
+		return
+	}
 	w.batch.Predicted = w.model().Batch(w.batchCosts, w.cfg.Workers, w.lastShare, w.peerList())
+	w.batchStale = false
 }
 
 // peerList returns the host peers' batch CPU for Batch (nil: unknown, so

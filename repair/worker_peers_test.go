@@ -35,7 +35,11 @@ func TestHostPeersRevisePrediction(t *testing.T) {
 		t.Fatalf("peer CPU %v, want %v", w.peerCPU, want)
 	}
 	// 2 core-seconds here, min(2,3) + 0.5 + 0 beside it, on 2 cores.
-	if got, want := w.batch.Predicted, (2+2+0.5)/2.0; got != want {
+	w.mu.Lock()
+	w.predictBatch()
+	got := w.batch.Predicted
+	w.mu.Unlock()
+	if want := (2 + 2 + 0.5) / 2.0; got != want {
 		t.Fatalf("predicted %v, want %v", got, want)
 	}
 	// A peer that finished reports less: its largest figure is kept.

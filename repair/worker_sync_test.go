@@ -156,7 +156,7 @@ func TestHealMissed(t *testing.T) {
 				t.Errorf("gave the manifest to %v, want %v", f.puts, tc.puts)
 			}
 			var lost []int
-			for _, j := range w.queue {
+			for _, j := range w.queue.jobs() {
 				if !j.inPlace || j.version != m.Version {
 					t.Errorf("queued %+v, want an in-place rebuild of %s", j, m.Version)
 				}
