@@ -19,7 +19,8 @@ import (
 func runCodes(ctx context.Context, args []string, stdout io.Writer) error {
 	o := newOptionSet("codes", "Survey the repair bandwidth of an erasure code: every failure pattern's repair runs on random data and is verified.")
 	var name, failures string
-	var sample, chunk int
+	var sample int
+	var chunk int64
 	var seed int
 	var asJSON bool
 	o.String(&name, "code", "", "clay-10-10", "code name: rs-K-M, clay-K-M or pm-K-M")
@@ -27,8 +28,13 @@ func runCodes(ctx context.Context, args []string, stdout io.Writer) error {
 	o.Int(&sample, "sample", "", 0, "patterns per t when there are more (0 = all)")
 	o.Int(&seed, "seed", "", 1, "seed for data and pattern sampling")
 	o.Bool(&asJSON, "json", "", false, "print one JSON object per t")
-	o.Int(&chunk, "chunk", "", 0, "shard chunk bytes per stripe (0 = 64 bytes per sub-chunk)")
-	if err := o.Parse(args, nil); err != nil {
+	o.Size(&chunk, "chunk", "", 0, "shard chunk per stripe, e.g. 64KiB (0 = 64 bytes per sub-chunk)")
+	if err := o.Parse(args, func() error {
+		if chunk > 1<<30 {
+			return badOption("chunk", "want at most 1GiB")
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	c, err := codec.Parse(name)
@@ -52,7 +58,7 @@ func runCodes(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(valid) == 0 {
 		return fmt.Errorf("codes: %s tolerates at most %d failures", c.Name(), c.ParityShards())
 	}
-	rows, err := codec.Survey(ctx, rc, codec.SurveyOptions{Failures: valid, Sample: sample, Seed: int64(seed), Chunk: chunk})
+	rows, err := codec.Survey(ctx, rc, codec.SurveyOptions{Failures: valid, Sample: sample, Seed: int64(seed), Chunk: int(chunk)})
 	if err != nil {
 		return err
 	}

@@ -93,6 +93,17 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := checkClusterSecret(gf.secret); err != nil {
 		return o.explain(err)
 	}
+	// What every shard server is given but its data directory and ports
+	// (gf.gossip, the gateway's, is picked when the gateway starts).
+	shardArgs := func(dir string) []string {
+		args := []string{"--data", dir, "--join", gf.gossip, "--gossip-profile", gf.profile,
+			"--log-format", gf.logFormat, "--log-level", gf.logLevel}
+		args = append(args, rf.args()...)
+		return append(args, "--gc-delay", sf.gcDelay.String(), "--rollback-after", sf.rollbackAfter.String())
+	}
+	if err := checkShardOptions(shardArgs(data), gf.secret); err != nil {
+		return err
+	}
 	log, err := newLogger(gf.logFormat, gf.logLevel)
 	if err != nil {
 		return err
@@ -146,10 +157,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		args := []string{"shard", "--data", dir, "--join", gf.gossip, "--gossip-profile", gf.profile,
-			"--log-format", gf.logFormat, "--log-level", gf.logLevel}
-		args = append(args, rf.args()...)
-		args = append(args, "--gc-delay", sf.gcDelay.String(), "--rollback-after", sf.rollbackAfter.String())
+		args := append([]string{"shard"}, shardArgs(dir)...)
 		if gf.pprof != "" {
 			a, err := offsetPort(gf.pprof, i+1)
 			if err != nil {
@@ -174,6 +182,24 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	err = gw.wait()
 	fmt.Fprintln(stdout, "regen dev: stopping")
 	return err
+}
+
+// checkShardOptions parses args, what dev gives each of its shard servers
+// but the ports it picks per server, as `regen shard` will, with dev's own
+// environment, which the children inherit. A bad value of a variable only
+// a shard server reads (REGEN_NET_LIMIT=fast, REGEN_UPLOAD_MAX_AGE=30)
+// then stops dev at once with the shard server's own error, naming flag
+// and variable, instead of every child exiting and dev restarting them and
+// then waiting in vain for them to join.
+func checkShardOptions(args []string, secret string) error {
+	o := newOptionSet("shard", "")
+	var f shardFlags
+	f.register(o)
+	args = append(args, "--secret", secret, "--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0")
+	if err := o.Parse(args, f.Validate); err != nil {
+		return fmt.Errorf("its shard servers would not start: %w", err)
+	}
+	return nil
 }
 
 // startDevGateway starts dev's in-process gateway. When the gossip port

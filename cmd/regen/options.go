@@ -486,7 +486,8 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
+	// NB: !(n >= 0) also refuses NaN, which ParseFloat accepts.
+	if err != nil || !(n >= 0) || n*float64(mult) > 1<<62 {
 		return 0, fmt.Errorf("want a size such as 1048576, 64KiB, 1MiB or 125MB")
 	}
 	return int64(n * float64(mult)), nil

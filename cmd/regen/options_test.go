@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
+	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -28,6 +32,9 @@ func TestOptionsBadEnvIsAnError(t *testing.T) {
 		{"REGEN_REPAIR_WORKERS", "four", "--repair-workers"},
 		{"REGEN_REPAIR_WORKERS", "0", "--repair-workers"}, // parses, fails Validate
 		{"REGEN_SCRUB_RATE", "fast", "--scrub-rate"},
+		{"REGEN_SCRUB_RATE", "NaN", "--scrub-rate"}, // ParseFloat takes it
+		{"REGEN_REPAIR_RATE", "99999999999Gbit", "--repair-rate"},
+		{"REGEN_REPAIR_RATE", "-8MiB", "--repair-rate"},
 		{"REGEN_REPAIR", "magic", "--repair"},
 	} {
 		t.Run(tc.env+"="+tc.val, func(t *testing.T) {
@@ -187,5 +194,52 @@ func TestVersion(t *testing.T) {
 	v := versionText()
 	if !strings.HasPrefix(v, "regen ") || !strings.Contains(v, "commit ") || !strings.Contains(v, runtime.Version()) {
 		t.Fatalf("version text %q lacks the version, commit or Go version", v)
+	}
+}
+
+// regen dev's shard servers inherit its environment, and some variables
+// only they read (REGEN_NET_LIMIT, REGEN_UPLOAD_MAX_AGE): a bad one stops
+// dev before it starts anything, with the shard server's own error naming
+// flag and variable, not after its children died and dev waited for them.
+func TestDevRefusesABadShardServerVariable(t *testing.T) {
+	for _, tc := range []struct{ env, val, flag string }{
+		{"REGEN_NET_LIMIT", "fast", "--net-limit"},
+		{"REGEN_UPLOAD_MAX_AGE", "30", "--upload-max-age"},
+		{"REGEN_MAX_CONNS", "many", "--max-conns"}, // the gateway's too: dev's own parse finds it
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(tc.env, tc.val)
+			data := filepath.Join(t.TempDir(), "data")
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // should dev start anyway, it stops at once
+			err := runDev(ctx, []string{"--data", data, "--addr", "127.0.0.1:0"}, io.Discard)
+			var ue usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("regen dev with %s=%s: %v, want a usage error", tc.env, tc.val, err)
+			}
+			for _, want := range []string{tc.env, tc.flag, `"` + tc.val + `"`} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %s", err, want)
+				}
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("dev made its data directory before refusing its options (%v)", err)
+			}
+		})
+	}
+	// And what dev really gives its shard servers passes the check.
+	if err := checkShardOptions([]string{"--data", t.TempDir(), "--net-limit", "125MB"}, "0123456789abcdef0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every size option takes units, regen codes' --chunk included.
+func TestCodesChunkTakesUnits(t *testing.T) {
+	var out strings.Builder
+	if err := runCodes(context.Background(), []string{"--code", "rs-4-2", "--failures", "1", "--chunk", "4KiB", "--json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := runCodes(context.Background(), []string{"--chunk", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--chunk") {
+		t.Fatalf("--chunk lots: %v, want an error naming --chunk", err)
 	}
 }

@@ -26,7 +26,7 @@ func runVersion(ctx context.Context, args []string, stdout io.Writer) error {
 // built from (the VCS commit, its time, and whether the tree had local
 // changes) and with which Go.
 func versionText() string {
-	v, commit, when, modified := version, "unknown (built without VCS stamping: -buildvcs=false or outside a git checkout)", "", false
+	v, commit, when, modified := version, "unknown (built without VCS stamping: -buildvcs=false, outside a git checkout, or in a git worktree)", "", false
 	bi, ok := debug.ReadBuildInfo()
 	goVersion := runtime.Version()
 	if ok {

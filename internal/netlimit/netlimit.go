@@ -118,6 +118,9 @@ func ParseRate(s string) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("netlimit: bad rate unit in %q", s)
 	}
+	if v*m > 1<<62 { // int64 would overflow
+		return 0, fmt.Errorf("netlimit: rate %q is too large", s)
+	}
 	return int64(v * m), nil
 }
 
