@@ -99,8 +99,8 @@ func TestMultiRepair(t *testing.T) {
 		{"clay-8-4", 25}, {"clay-8-8", 25}, {"clay-10-10", 16}, {"clay-10-4", 3}, {"pm-8-8", 150}, {"pm-10-10", 150}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustParse(t, tc.name)
-			if testing.Short() && c.SubChunks() > 100 {
-				t.Skip("planning (14,10) cross-section patterns takes seconds")
+			if testing.Short() && c.SubChunks() >= 100 {
+				t.Skip("planning (20,10) and (14,10) cross-section patterns takes seconds")
 			}
 			sh := stripe(t, c, 2*c.SubChunks(), 5)
 			rng := rand.New(rand.NewSource(6))
