@@ -75,7 +75,8 @@ func (m *metrics) decision(method string) { m.decisions.WithLabelValues(method).
 func (w *Worker) Status() shardrpc.RepairStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := shardrpc.RepairStatus{NodeID: w.cfg.NodeID, Stripes: w.stripes, Repair: w.counts, Scrub: w.scrub}
+	st := shardrpc.RepairStatus{NodeID: w.cfg.NodeID, Stripes: w.stripes, Repair: w.counts, Scrub: w.scrub,
+		Sync: shardrpc.SyncCounts{Full: w.syncsDone.Load(), Pending: w.syncAsked.Load() > w.syncAnswered.Load()}}
 	st.Repair.ByMethod = map[string]int64{}
 	for k, v := range w.counts.ByMethod {
 		st.Repair.ByMethod[k] = v

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -184,6 +185,13 @@ type Worker struct {
 	shunned map[string]time.Time
 	wake    chan struct{}
 	sync    chan struct{}
+	// Full manifest syncs asked for (kickSync calls), those asked for
+	// before the last full sync began, and the full syncs done: the
+	// status's Sync counts.
+	syncAsked, syncAnswered, syncsDone atomic.Int64
+	// syncSettle is how long an asked-for full sync first lets gossip
+	// settle (2 s; tests shorten it).
+	syncSettle time.Duration
 	// mrf: writes that live servers missed (mrf.go); events wakes its
 	// loop on membership changes.
 	mrf    *mrfQueue
@@ -260,7 +268,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 		dataPathBytes: opt.DataPathBytes, writtenBytes: opt.WrittenBytes,
 		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
 		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{}, shunned: map[string]time.Time{},
-		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1), syncSettle: 2 * time.Second,
 		counts: shardrpc.RepairCounts{ByMethod: map[string]int64{}},
 		mrf:    newMRF(), events: opt.Events,
 	}

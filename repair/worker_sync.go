@@ -31,6 +31,7 @@ import (
 // went away (no death, no return) gets healed.
 
 func (w *Worker) kickSync() {
+	w.syncAsked.Add(1)
 	select {
 	case w.sync <- struct{}{}:
 	default:
@@ -52,13 +53,16 @@ func (w *Worker) runSync(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.sync:
+			asked := w.syncAsked.Load() // this sync answers these
 			// Let gossip settle so the peers we ask are the ones alive now.
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(2 * time.Second):
+			case <-time.After(w.syncSettle):
 			}
 			n, err = w.syncManifests(ctx, func(*metadata.Manifest) bool { return true }, false)
+			w.syncsDone.Add(1)
+			w.syncAnswered.Store(asked)
 		case <-tick:
 			n, err = w.syncManifests(ctx, win.next(w.now(), w.cfg.SyncInterval), true)
 		}

@@ -379,3 +379,43 @@ func TestSyncFollowsMovedPlacement(t *testing.T) {
 		}
 	}
 }
+
+// The status's Sync counts tell a watcher when the full syncs a start or
+// a return set off are over: Pending from the asking until a sync that
+// began after it has ended, Full counting the syncs done.
+func TestSyncStatus(t *testing.T) {
+	f := newFakeCluster(3)
+	w := newTestWorker(t, f, "n0")
+	w.syncSettle = time.Millisecond
+	if s := w.Status().Sync; s.Pending || s.Full != 0 {
+		t.Fatalf("before any sync: %+v", s)
+	}
+	w.kickSync()
+	w.kickSync() // coalesced into the same sync
+	if s := w.Status().Sync; !s.Pending {
+		t.Fatalf("asked for a sync: %+v, want pending", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.runSync(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitSync := func(full int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			s := w.Status().Sync
+			if !s.Pending && s.Full == full {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sync status %+v, want %d done and none pending", s, full)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitSync(1)
+	w.kickSync()
+	if s := w.Status().Sync; !s.Pending {
+		t.Fatalf("asked again: %+v, want pending", s)
+	}
+	waitSync(2)
+}

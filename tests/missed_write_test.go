@@ -25,8 +25,8 @@ func TestWriteMissedByLiveServerIsHealed(t *testing.T) {
 	mustMakeBucket(t, l.c, "missed")
 	// Gossip converging at start looks like peers coming back, and each
 	// such return asks for a full sync, which would heal the miss too. Let
-	// those rounds pass, so only the periodic sync is left to find it.
-	time.Sleep(6 * time.Second)
+	// those rounds end, so only the periodic sync is left to find it.
+	l.waitSyncsSettled(t)
 	// A striped object, and a small one stored inline in its manifest
 	// (the sync's walk reads manifests without their inline data, and
 	// must still give the whole object).

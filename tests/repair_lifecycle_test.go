@@ -343,11 +343,12 @@ func TestRepairLifecycle(t *testing.T) {
 		halt := func() { once.Do(func() { close(stop); readers.Wait(); writers.Wait() }) }
 		defer halt()
 		l.kill(t, 5)
-		time.Sleep(2 * time.Second) // a second failure while the first is detected
-		l.kill(t, 9)
-		// Until the workers count both down nothing is degraded yet, and
-		// waitRepaired would return at once.
+		// A second failure once the first is seen, within its repair
+		// grace: the repair planned for one lost server must take in the
+		// second. Until the workers count both down nothing is degraded
+		// yet, and waitRepaired would return at once.
 		l.waitDownSeen(t, d.info.Shards[5].ID)
+		l.kill(t, 9)
 		l.waitDownSeen(t, d.info.Shards[9].ID)
 		l.waitRepaired(t, 120*time.Second)
 		halt()
@@ -355,8 +356,16 @@ func TestRepairLifecycle(t *testing.T) {
 			t.Error("no PUT completed during the repair")
 		}
 		// Objects written while servers were dying may have been placed
-		// on them: let the last scan pick them up.
-		time.Sleep(6 * time.Second)
+		// on them, and a scan may not have counted them yet (then
+		// waitRepaired returns at once): wait until every object is
+		// placed on live servers only, with its shards whole.
+		deadline := time.Now().Add(120 * time.Second)
+		for err := l.placementErr(false); err != nil; err = l.placementErr(false) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 120 s, not every object is placed on live servers with its shards whole: %v", err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
 		l.waitRepaired(t, 60*time.Second)
 		l.readAll(t, "after the second repair", 1)
 		l.checkPlacement(t)

@@ -115,6 +115,41 @@ func (l *lifecycle) waitDownSeen(t *testing.T, id string) {
 	})
 }
 
+// waitSyncsSettled waits until every live shard server took every other
+// for live at its last scan and has no full manifest sync asked for and
+// not yet done, and has done its start-up one. Gossip converging at start
+// looks like peers coming back, and each such return asks for a full sync;
+// once this holds those syncs are over (a scan's return asks, local and
+// remote, are made before the scan's counts are published).
+func (l *lifecycle) waitSyncsSettled(t *testing.T) {
+	t.Helper()
+	live := 0
+	for i := range l.d.info.Shards {
+		if !l.dead[i] {
+			live++
+		}
+	}
+	var last string
+	waitFor(t, 90*time.Second, "the full manifest syncs of a start or a return to end", func() bool {
+		for i, s := range l.d.info.Shards {
+			if l.dead[i] {
+				continue
+			}
+			st, err := l.sc.RepairStatus(context.Background(), s.Addr)
+			if err != nil {
+				last = fmt.Sprintf("server %d: %v", i, err)
+				return false
+			}
+			if len(st.Stripes.UpSeen) != live || len(st.Stripes.DownSeen) != 0 || st.Sync.Full == 0 || st.Sync.Pending {
+				last = fmt.Sprintf("server %d: %d up, %d down, sync %+v", i, len(st.Stripes.UpSeen), len(st.Stripes.DownSeen), st.Sync)
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("manifest syncs settled (last wait: %s)", last)
+}
+
 // serverIndex maps node IDs to dev.json's shard indexes.
 func (l *lifecycle) serverIndex() map[string]int {
 	out := map[string]int{}

@@ -22,6 +22,7 @@ type RepairStatus struct {
 	Stripes StripeCounts  `json:"stripes"`
 	Repair  RepairCounts  `json:"repair"`
 	Scrub   ScrubCounts   `json:"scrub"`
+	Sync    SyncCounts    `json:"sync"`
 	Batch   *RepairBatch  `json:"batch,omitempty"`
 	Last    *RepairBatch  `json:"last,omitempty"`
 	Recent  []RepairEvent `json:"recent,omitempty"`
@@ -59,6 +60,17 @@ type StripeCounts struct {
 	// mean the worker is stuck, not that nothing is degraded.
 	Scanned   string `json:"scanned,omitempty"`
 	ScanError string `json:"scan_error,omitempty"`
+}
+
+// SyncCounts count a server's full manifest syncs with its placement
+// peers (at start, and whenever a peer comes back), so a watcher can tell
+// when the syncs a cluster's start or a return set off are over.
+type SyncCounts struct {
+	// Full counts the full syncs done since start.
+	Full int64 `json:"full"`
+	// Pending is true from the moment a full sync is asked for until one
+	// that began after the asking has ended.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // RepairCounts count repair jobs (one per object version) since start.
