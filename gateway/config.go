@@ -57,6 +57,12 @@ type Config struct {
 	// for each of four concurrent uploads; at least one stripe always
 	// fits.
 	WriteMemory int64
+	// ReadMemory bounds the shard buffers of all GETs (and copy
+	// sources) at once (stripe.ReadMemory): past it, reads wait for
+	// stripes to be written to their clients, so clients that stop
+	// reading cannot grow the gateway. 64 MiB holds ten rs-6-3 stripes
+	// of 1 MiB chunks; a stripe larger than it is read alone.
+	ReadMemory int64
 	// BodyMemory bounds the request bodies all requests hold whole at
 	// once: XML and policy documents (up to 2 MiB each) and inline
 	// objects (up to InlineMax). Past it, such requests wait a few
@@ -98,6 +104,7 @@ func DefaultConfig() Config {
 		ChunkSize:      1 << 20,
 		InlineMax:      128 << 10,
 		WriteMemory:    96 << 20,
+		ReadMemory:     64 << 20,
 		BodyMemory:     32 << 20,
 		ShardTimeout:   15 * time.Second,
 		BucketCacheTTL: 2 * time.Second,
@@ -198,6 +205,9 @@ func (c Config) Validate() error {
 	}
 	if c.WriteMemory <= 0 {
 		return fmt.Errorf("gateway: write memory %d must be positive", c.WriteMemory)
+	}
+	if c.ReadMemory <= 0 {
+		return fmt.Errorf("gateway: read memory %d must be positive", c.ReadMemory)
 	}
 	if c.InlineMax < 0 || c.InlineMax > 1<<20 {
 		return fmt.Errorf("gateway: inline max %d outside 0..1 MiB", c.InlineMax)

@@ -353,7 +353,7 @@ func (g *Gateway) readParts(ctx context.Context, m *metadata.Manifest, code code
 			to := min(off+length, partEnd) - partStart
 			err := stripe.Read(ctx, g.layer.shards, stripe.ReadParams{
 				Code: code, ChunkSize: m.ChunkSize, FileID: p.ID, Size: p.Size,
-				Targets: targets, ShardTimeout: g.cfg.ShardTimeout,
+				Targets: targets, ShardTimeout: g.cfg.ShardTimeout, Memory: g.readMem,
 				OnDegraded: func(d stripe.Degraded) {
 					g.metrics.degraded.Inc()
 					g.metrics.degradedBytes.WithLabelValues(d.Method).Add(float64(d.Bytes))

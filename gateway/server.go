@@ -41,6 +41,8 @@ type Gateway struct {
 	writeBufs *stripe.Buffers
 	// bodyMem bounds the request bodies held whole (Config.BodyMemory).
 	bodyMem *bodyMemory
+	// readMem bounds every read's shard buffers (Config.ReadMemory).
+	readMem *stripe.ReadMemory
 }
 
 // New builds a gateway over the given shard servers and membership.
@@ -59,6 +61,7 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		metrics:   newMetrics(cfg.Registerer),
 		writeBufs: stripe.NewBuffers(cfg.WriteMemory),
 		bodyMem:   newBodyMemory(cfg.BodyMemory),
+		readMem:   stripe.NewReadMemory(cfg.ReadMemory),
 	}
 	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID, offset: cfg.ClockOffset},
 		notify: newNotifier(shards)}

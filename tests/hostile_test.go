@@ -55,6 +55,7 @@ func TestHostileInput(t *testing.T) {
 	t.Run("BadFraming", h.badFraming)
 	t.Run("XMLBodies", h.xmlBodies)
 	t.Run("HeldBodies", h.heldBodies)
+	t.Run("SlowReaders", h.slowReaders)
 	t.Run("Digests", h.digests)
 	t.Run("Keys", h.keys)
 	t.Run("PayloadHash", h.payloadHash)
@@ -390,6 +391,67 @@ func (h *hostile) heldBodies(t *testing.T) {
 		t.Fatalf("gateway peak RSS %d MiB with %d held XML bodies", hwm>>20, n)
 	}
 	h.serves(t)
+}
+
+// slowReaders: GETs of a large object whose clients read nothing share
+// one read budget (--read-memory, 64 MiB): the gateway stays small. Each
+// used to hold up to three stripes until its write timeout: 100 of them
+// took the gateway to 1 GiB.
+func (h *hostile) slowReaders(t *testing.T) {
+	const n, size = 100, 24 << 20
+	put(t, h.c, "hostile", "slow-read", randomData(size, 5), minio.PutObjectOptions{DisableMultipart: true})
+	req, _ := http.NewRequest(http.MethodGet, h.d.info.Endpoint+"/hostile/slow-read", nil)
+	sigv4.Sign(req, h.d.info.AccessKey, h.d.info.SecretKey, "us-east-1", time.Now(), sigv4.UnsignedPayload)
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "GET /hostile/slow-read HTTP/1.1\r\nHost: %s\r\n", req.URL.Host)
+	req.Header.Write(&head)
+	head.WriteString("\r\n")
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range n {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("127.0.0.%d", 9+i%3))}
+		c, err := d.Dial("tcp", req.URL.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Write(head.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every GET is streaming once its response line is in; then the
+	// read-ahead of each would fill within moments.
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		line, err := bufio.NewReaderSize(c, 16).ReadString('\n')
+		if err != nil || !strings.Contains(line, " 200 ") {
+			t.Fatalf("GET %d: %q %v", i, line, err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if rss := h.peakRSS(t); rss >= 256<<20 {
+			t.Fatalf("gateway peak RSS %d MiB with %d GETs whose clients read nothing", rss>>20, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d GETs of %d MiB whose clients read nothing: gateway peak RSS so far %d MiB", n, size>>20, h.peakRSS(t)>>20)
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	h.serves(t)
+	if got := get(t, h.c, "hostile", "slow-read", minio.GetObjectOptions{}); len(got) != size {
+		t.Fatalf("GET slow-read after the slow readers left: %d bytes", len(got))
+	}
+	h.c.RemoveObject(ctx(t), "hostile", "slow-read", minio.RemoveObjectOptions{})
 }
 
 // blockUntil is a reader that blocks until done is closed, then ends.

@@ -43,7 +43,7 @@ type gatewayFlags struct {
 	code                    string
 	classes                 listFlag
 	chunk, writeMemory      int64
-	bodyMemory              int64
+	bodyMemory, readMemory  int64
 	memoryLimit             int64
 	logOptions
 	tlsCert, tlsKey   string
@@ -90,6 +90,7 @@ func (f *gatewayFlags) register(o *optionSet, dev bool) {
 	}
 	o.Size(&f.chunk, "chunk-size", "REGEN_CHUNK_SIZE", def.ChunkSize, "shard chunk per stripe, rounded up to 64-byte sub-chunks")
 	o.Size(&f.writeMemory, "write-memory", "REGEN_WRITE_MEMORY", def.WriteMemory, "stripe buffers of all uploads at once; past it uploads wait (at least one stripe always fits)")
+	o.Size(&f.readMemory, "read-memory", "REGEN_READ_MEMORY", def.ReadMemory, "shard buffers of all GETs at once; past it reads wait for their stripes to reach clients (a larger stripe is read alone)")
 	o.Size(&f.bodyMemory, "body-memory", "REGEN_BODY_MEMORY", def.BodyMemory, "request bodies held whole by all requests at once (XML and policy documents, inline objects); past it they wait, then get 503 SlowDown")
 	o.Size(&f.memoryLimit, "memory-limit", "REGEN_MEMORY_LIMIT", 192<<20, "soft limit of the gateway process's Go memory (runtime/debug.SetMemoryLimit): garbage is collected before the heap passes it; 0 = none; GOMEMLIMIT, if set, wins")
 	profile := "lan"
@@ -143,6 +144,9 @@ func (f *gatewayFlags) Validate() error {
 	}
 	if f.writeMemory <= 0 {
 		return badOption("write-memory", "must be positive")
+	}
+	if f.readMemory <= 0 {
+		return badOption("read-memory", "must be positive")
 	}
 	if f.bodyMemory < gateway.MinBodyMemory {
 		return badOption("body-memory", "want at least %d bytes (two of the largest XML body)", gateway.MinBodyMemory)
@@ -209,7 +213,7 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 		class, code, _ := strings.Cut(kv, "=") // checked by Validate
 		cfg.StorageClasses[strings.ToUpper(class)] = code
 	}
-	cfg.ChunkSize, cfg.WriteMemory, cfg.BodyMemory = f.chunk, f.writeMemory, f.bodyMemory
+	cfg.ChunkSize, cfg.WriteMemory, cfg.ReadMemory, cfg.BodyMemory = f.chunk, f.writeMemory, f.readMemory, f.bodyMemory
 	cfg.OpTimeout = f.opTimeout
 	cfg.ClockOffset = f.clockOffset
 	if err := checkCredentials(cfg.Credentials, f.allowDefaultCreds, "credentials-file"); err != nil {

@@ -32,6 +32,10 @@ type ReadParams struct {
 	// latency seen so far, within MinHedgeDelay..MaxHedgeDelay; before any
 	// shard arrived, MaxHedgeDelay); negative turns hedging off.
 	HedgeDelay time.Duration
+	// Memory, if set, bounds the shard buffers of this read together with
+	// every other read sharing it (ReadMemory); nil bounds each read to
+	// Depth+1 stripes only.
+	Memory *ReadMemory
 	// OnDegraded, if set, is called once per stripe whose range needed a
 	// shard that could not be read: how it was read instead, and the bytes
 	// that took. Stripes are fetched concurrently, and so are the calls.
@@ -103,10 +107,32 @@ func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w
 			case <-ctx.Done():
 				return
 			}
+			// NB: memory is taken in stripe order, once the stripe has
+			// its place in the queue (see ReadMemory).
+			free, err := p.Memory.take(ctx, r.cost(s, a, b))
+			if err != nil {
+				ch <- result{err: err}
+				return
+			}
 			go func() {
 				data, release, err := r.fetch(ctx, s, a, b)
-				ch <- result{data, release, err}
+				if err != nil {
+					free()
+					ch <- result{err: err}
+					return
+				}
+				ch <- result{data, func() { release(); free() }, nil}
 			}()
+		}
+	}()
+	// Stripes fetched but not written (the client went away, a later
+	// stripe failed) give their buffers and memory back.
+	defer func() {
+		cancel()
+		for ch := range results {
+			if res := <-ch; res.release != nil {
+				res.release()
+			}
 		}
 	}()
 	for ch := range results {
@@ -183,24 +209,9 @@ func (r *reader) markBad(i int, err error) {
 // slices are written.
 func (r *reader) fetch(ctx context.Context, s, a, b int64) ([][]byte, func(), error) {
 	k, n := r.p.Code.DataShards(), r.p.Code.TotalShards()
-	chunk, _ := r.geo.Chunk(r.p.Size, s)
+	chunk, need, lo, hi := r.span(s, a, b)
 	base := s * r.p.ChunkSize // offset of this stripe's chunk in every shard file
-
-	// The data shards the range touches, and the column range [lo, hi)
-	// within their chunks. RS decodes column by column, so a degraded
-	// ranged read needs only those columns; codes with sub-chunks couple
-	// the whole chunk.
-	need := make([]bool, n)
-	lo, hi := chunk, int64(0)
-	for i := a / chunk; i <= (b-1)/chunk; i++ {
-		need[i] = true
-		lo = min(lo, max(a, i*chunk)-i*chunk)
-		hi = max(hi, min(b, (i+1)*chunk)-i*chunk)
-	}
-	if r.p.Code.SubChunks() > 1 || r.p.Code.ShardMultiple() > 1 {
-		lo, hi = 0, chunk
-	}
-	var wasted int64 // bytes of an MSR read that failed
+	var wasted int64          // bytes of an MSR read that failed
 	if plan, ok := r.planMSR(chunk, a, b, need); ok {
 		out, moved, err := r.fetchMSR(ctx, plan, s, chunk, a, b)
 		if err == nil {
@@ -256,6 +267,32 @@ func (r *reader) fetch(ctx context.Context, s, a, b int64) ([][]byte, func(), er
 		out = append(out, cols[i][from-lo:to-lo])
 	}
 	return out, release, nil
+}
+
+// span returns stripe s's chunk length, the data shards bytes [a, b) of
+// its data touch, and the column range [lo, hi) needed within their
+// chunks. RS decodes column by column, so a degraded ranged read needs
+// only those columns; codes with sub-chunks couple the whole chunk.
+func (r *reader) span(s, a, b int64) (chunk int64, need []bool, lo, hi int64) {
+	chunk, _ = r.geo.Chunk(r.p.Size, s)
+	need = make([]bool, r.p.Code.TotalShards())
+	lo, hi = chunk, 0
+	for i := a / chunk; i <= (b-1)/chunk; i++ {
+		need[i] = true
+		lo = min(lo, max(a, i*chunk)-i*chunk)
+		hi = max(hi, min(b, (i+1)*chunk)-i*chunk)
+	}
+	if r.p.Code.SubChunks() > 1 || r.p.Code.ShardMultiple() > 1 {
+		lo, hi = 0, chunk
+	}
+	return chunk, need, lo, hi
+}
+
+// cost is the memory (ReadMemory) reading bytes [a, b) of stripe s
+// takes: k shards of its column range, what a decode needs.
+func (r *reader) cost(s, a, b int64) int64 {
+	_, _, lo, hi := r.span(s, a, b)
+	return int64(r.p.Code.DataShards()) * (hi - lo)
 }
 
 // degraded reports a stripe read without some of its needed shards.
