@@ -950,15 +950,16 @@ func (h *hostile) shardListener(t *testing.T, s *spiedShard) {
 // in the capture.
 func (h *hostile) capturedShardRequest(t *testing.T, s *spiedShard) {
 	var captured []byte
-	var at time.Time
 	for i := 0; captured == nil; i++ {
 		if i == 50 {
 			t.Fatal("no manifest write reached the spied shard server in 50 PUTs")
 		}
+		// NB: only this PUT's requests: an older one may be past the
+		// window already.
+		mark := s.proxy.mark()
 		put(t, h.c, "hostile", fmt.Sprintf("spied-%d", i), []byte("small object, stored in its manifest"), minio.PutObjectOptions{})
-		at = time.Now()
 		// NB: a client's manifest write carries its lease fence.
-		captured = s.proxy.request("POST " + shardrpc.PathManifests + "?" + shardrpc.ParamLease + "=")
+		captured = s.proxy.request(mark, "POST "+shardrpc.PathManifests+"?"+shardrpc.ParamLease+"=")
 	}
 	if bytes.Contains(captured, []byte(h.d.info.Secret)) {
 		t.Fatal("the captured request contains the cluster secret")
@@ -995,8 +996,14 @@ func (h *hostile) capturedShardRequest(t *testing.T, s *spiedShard) {
 	// (Its nonce is spent too, so that is the reason given; a fresh
 	// nonce cannot be signed without the key.)
 	replay("one bit of the body altered", altered, "")
-	// After the window (30 s) the nonce is forgotten and the time refuses it.
-	if wait := time.Until(at.Add(shardrpc.DefaultAuthWindow + 2*time.Second)); wait > 0 {
+	// After the window (30 s from the time it was signed at) the nonce
+	// is forgotten and the time refuses it.
+	m := regexp.MustCompile(shardrpc.HeaderAuth + `: v1 t=(\d+) `).FindSubmatch(captured)
+	if m == nil {
+		t.Fatalf("no signing time in the captured request")
+	}
+	ms, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	if wait := time.Until(time.UnixMilli(ms).Add(shardrpc.DefaultAuthWindow + 2*time.Second)); wait > 0 {
 		time.Sleep(wait)
 	}
 	replay("replayed after the 30 s window", captured, "request time")
@@ -1060,12 +1067,26 @@ func (w *wireTap) pipe(c net.Conn, target string) {
 	}
 }
 
-// request returns the first whole captured request starting with prefix
-// (request line and method/path), bytes as sent, or nil.
-func (w *wireTap) request(prefix string) []byte {
+// mark returns how much of each connection has been captured so far.
+func (w *wireTap) mark() []int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, s := range w.sent {
+	m := make([]int, len(w.sent))
+	for i, s := range w.sent {
+		m[i] = len(s)
+	}
+	return m
+}
+
+// request returns the first whole request starting with prefix (request
+// line and method/path) captured after mark, bytes as sent, or nil.
+func (w *wireTap) request(mark []int, prefix string) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, s := range w.sent {
+		if i < len(mark) {
+			s = s[mark[i]:]
+		}
 		for off := bytes.Index(s, []byte(prefix)); off >= 0; {
 			rest := s[off:]
 			br := bufio.NewReader(bytes.NewReader(rest))
