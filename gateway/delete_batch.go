@@ -142,15 +142,20 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 			}
 			continue
 		}
-		if len(stored[t]) < l.readQuorum(m) {
-			l.abortManifest(m, stored[t])
-		}
 		qerr := &stripe.QuorumError{Op: "tombstone write", Want: quorum, Got: len(stored[t]), Errs: failed[t]}
-		if errors.Is(qerr, shardrpc.ErrLeaseHeld) || errors.Is(qerr, errNewer) {
+		switch {
+		case errors.Is(qerr, shardrpc.ErrLeaseHeld) || errors.Is(qerr, errNewer):
+			if len(stored[t]) < l.readQuorum(m) {
+				l.abortManifest(m, stored[t])
+			}
 			slow = append(slow, i)
-			continue
+		default:
+			// NB: a batch call that failed (timed out on a busy server)
+			// fails every key it carried; each such tombstone is sent
+			// again to its missing servers one by one, as DELETE would,
+			// and fails only if that cannot complete its quorum.
+			errs[i] = l.completeTombstone(ctx, m, stored[t], quorum)
 		}
-		errs[i] = qerr
 	}
 
 	// The undecided keys, one by one.
@@ -167,4 +172,30 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 	}
 	wg.Wait()
 	return errs
+}
+
+// completeTombstone sends tombstone m, which the servers in stored hold,
+// to the other live servers of its placement one by one until quorum hold
+// it. Short of quorum it is taken back below k (as storeManifest does) and
+// the delete fails (503).
+func (l *layer) completeTombstone(ctx context.Context, m *metadata.Manifest, stored []string, quorum int) error {
+	_, addrs := l.liveShards()
+	var rest []string
+	for _, id := range m.Placement {
+		if a, live := addrs[id]; live && !slices.Contains(stored, a) {
+			rest = append(rest, id)
+		}
+	}
+	more, errs := l.putOnLive(ctx, m, rest, shardrpc.NoLease)
+	all := append(slices.Clone(stored), more...)
+	if len(all) >= quorum {
+		if l.notify != nil {
+			l.notify.committed(m, all)
+		}
+		return nil
+	}
+	if len(all) < l.readQuorum(m) {
+		l.abortManifest(m, all)
+	}
+	return &stripe.QuorumError{Op: "tombstone write", Want: quorum, Got: len(all), Errs: errs}
 }

@@ -482,23 +482,8 @@ func (l *layer) replaceManifest(ctx context.Context, m *metadata.Manifest, nodes
 
 // storeManifest is writeManifest; it returns the addresses that stored m.
 func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) ([]string, error) {
-	var mu sync.Mutex
-	var stored []string
-	ok, errs := l.onLive(nodes, func(_, addr string) error {
-		_, cur, err := l.shards.PutManifestFenced(ctx, addr, m, lease)
-		if err != nil {
-			return err
-		}
-		if m.Version.Less(cur) {
-			l.clock.observe(cur)
-			return fmt.Errorf("%w: %s over %s", errNewer, cur, m.Version)
-		}
-		mu.Lock()
-		stored = append(stored, addr)
-		mu.Unlock()
-		return nil
-	})
-	if ok < quorum {
+	stored, errs := l.putOnLive(ctx, m, nodes, lease)
+	if ok := len(stored); ok < quorum {
 		// Taken back only while no read can have returned it (readers
 		// need k holders): once k servers hold it, a reader may have
 		// answered with it, and taking it back would make that answer
@@ -512,6 +497,29 @@ func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 		return stored, fmt.Errorf("%w: %w", errStayed, qerr)
 	}
 	return stored, nil
+}
+
+// putOnLive writes m to the live servers among nodes and returns the
+// addresses that stored it and the failures; a server that holds a newer
+// version counts as a failure (errNewer), and the clock moves past it.
+func (l *layer) putOnLive(ctx context.Context, m *metadata.Manifest, nodes []string, lease string) ([]string, []error) {
+	var mu sync.Mutex
+	var stored []string
+	_, errs := l.onLive(nodes, func(_, addr string) error {
+		_, cur, err := l.shards.PutManifestFenced(ctx, addr, m, lease)
+		if err != nil {
+			return err
+		}
+		if m.Version.Less(cur) {
+			l.clock.observe(cur)
+			return fmt.Errorf("%w: %s over %s", errNewer, cur, m.Version)
+		}
+		mu.Lock()
+		stored = append(stored, addr)
+		mu.Unlock()
+		return nil
+	})
+	return stored, errs
 }
 
 // abortManifest takes a failed manifest write that fewer than k servers
