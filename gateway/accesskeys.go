@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -249,38 +247,7 @@ func (kr *keyring) refreshLocked(ctx context.Context) error {
 // allAccessKeys returns the newest record of every access key, tombstones
 // included, merged over the live shard servers; a majority must answer.
 func (l *layer) allAccessKeys(ctx context.Context, store KeyStore) (map[string]metadata.AccessKey, error) {
-	ids, addrs := l.liveShards()
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("%w: no live shard servers", errUnavailable)
-	}
-	var mu sync.Mutex
-	merged := map[string]metadata.AccessKey{}
-	answered := 0
-	var errs []error
-	var g errgroup.Group
-	for _, id := range ids {
-		g.Go(func() error {
-			ks, err := store.ListAccessKeys(ctx, addrs[id])
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
-				return nil
-			}
-			answered++
-			for _, k := range ks {
-				if cur, ok := merged[k.ID]; !ok || cur.Version.Less(k.Version) {
-					merged[k.ID] = k
-				}
-			}
-			return nil
-		})
-	}
-	g.Wait()
-	if answered < len(ids)/2+1 {
-		return nil, fmt.Errorf("%w: %d of %d servers answered for access keys: %w", errUnavailable, answered, len(ids), errors.Join(errs...))
-	}
-	return merged, nil
+	return mergeNewest(ctx, l, "access keys", store.ListAccessKeys, func(k metadata.AccessKey) (string, metadata.Version) { return k.ID, k.Version })
 }
 
 // putAccessKey writes an access key record to every live shard server and

@@ -68,36 +68,9 @@ func (l *layer) allBuckets(ctx context.Context, cache *bucketCache) (map[string]
 	if b, ok := cache.get(); ok {
 		return b, nil
 	}
-	ids, addrs := l.liveShards()
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("%w: no live shard servers", errUnavailable)
-	}
-	var mu sync.Mutex
-	merged := map[string]metadata.Bucket{}
-	answered := 0
-	var errs []error
-	var g errgroup.Group
-	for _, id := range ids {
-		g.Go(func() error {
-			bs, err := l.shards.ListBuckets(ctx, addrs[id])
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
-				return nil
-			}
-			answered++
-			for _, b := range bs {
-				if cur, ok := merged[b.Name]; !ok || cur.Version.Less(b.Version) {
-					merged[b.Name] = b
-				}
-			}
-			return nil
-		})
-	}
-	g.Wait()
-	if answered < len(ids)/2+1 {
-		return nil, fmt.Errorf("%w: %d of %d servers answered for buckets: %w", errUnavailable, answered, len(ids), errors.Join(errs...))
+	merged, err := mergeNewest(ctx, l, "buckets", l.shards.ListBuckets, func(b metadata.Bucket) (string, metadata.Version) { return b.Name, b.Version })
+	if err != nil {
+		return nil, err
 	}
 	cache.put(merged)
 	return merged, nil
@@ -152,4 +125,44 @@ func (l *layer) putBucket(ctx context.Context, cache *bucketCache, b *metadata.B
 		return fmt.Errorf("%w: bucket record stored on %d of %d servers: %w", errUnavailable, ok, len(ids), errors.Join(errs...))
 	}
 	return nil
+}
+
+// mergeNewest lists records (buckets, access keys) on every live shard
+// server and keeps the newest version of each name; a majority of the
+// live servers must answer, or the answer could miss a change.
+func mergeNewest[T any](ctx context.Context, l *layer, what string, list func(ctx context.Context, addr string) ([]T, error), id func(T) (string, metadata.Version)) (map[string]T, error) {
+	ids, addrs := l.liveShards()
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: no live shard servers", errUnavailable)
+	}
+	var mu sync.Mutex
+	merged := map[string]T{}
+	newest := map[string]metadata.Version{}
+	answered := 0
+	var errs []error
+	var g errgroup.Group
+	for _, node := range ids {
+		g.Go(func() error {
+			recs, err := list(ctx, addrs[node])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", node, err))
+				return nil
+			}
+			answered++
+			for _, r := range recs {
+				name, v := id(r)
+				if cur, ok := newest[name]; !ok || cur.Less(v) {
+					merged[name], newest[name] = r, v
+				}
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if answered < len(ids)/2+1 {
+		return nil, fmt.Errorf("%w: %d of %d servers answered for %s: %w", errUnavailable, answered, len(ids), what, errors.Join(errs...))
+	}
+	return merged, nil
 }
