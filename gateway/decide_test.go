@@ -105,3 +105,42 @@ func TestClockObserve(t *testing.T) {
 		t.Fatalf("versions not increasing: %v then %v", v, w)
 	}
 }
+
+// TestNoFoundThroughSilence: the newest acknowledged version may be held
+// by the silent ones among the key's first nine servers (two killed, the
+// rest called dead by gossip or too slow). s7, s8 and four servers
+// further along the order hold an older version: six votes, readable. No
+// answer names the newer version, so it is not weighed; returning the
+// older one while six or more of the first nine are silent could be a
+// stale read. With five silent, a version visible on six of the first
+// nine has a holder among those that answered.
+func TestNoFoundThroughSilence(t *testing.T) {
+	servers := make([]string, 13)
+	for i := range servers {
+		servers[i] = fmt.Sprintf("s%d", i)
+	}
+	first := servers[:9]
+	v1 := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 1, Writer: "gw"},
+		Code: "rs-6-3", Placement: servers[7:]}
+	l := &layer{maxN: 9, minK: 6}
+	for _, tc := range []struct {
+		silent int // s0..s(silent-1) do not answer
+		want   verdict
+	}{{7, verdictUnsure}, {6, verdictUnsure}, {5, verdictFound}} {
+		v := newVote()
+		for i, id := range servers {
+			switch {
+			case i < tc.silent:
+				v.fail(nil)
+			case i < 7:
+				v.add(l, id, nil) // answers: holds no version
+			default:
+				v.add(l, id, []*metadata.Manifest{v1})
+			}
+		}
+		m, got := l.decide(v, first)
+		if got != tc.want {
+			t.Fatalf("%d of the first nine silent: verdict %d (%v), want %d", tc.silent, got, m, tc.want)
+		}
+	}
+}

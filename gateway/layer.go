@@ -385,7 +385,9 @@ const (
 // or one still in flight, which is ordered after this read.
 //
 //   - found: the newest readable version (>= k votes) when no newer
-//     version may be visible;
+//     version may be visible, and fewer than minK of first did not
+//     answer (as for absent: a newer version whose holders are all
+//     silent is named by no answer);
 //   - absent: no version seen may be visible, and fewer than minK of
 //     first did not answer, so any k servers of a placement within first
 //     include one that answered;
@@ -414,19 +416,24 @@ func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, ver
 			return nil, verdictUnsure
 		}
 	}
-	if best != nil {
-		return best, verdictFound
-	}
+	// A version no answering server names is not weighed above: when
+	// minK or more of first are silent, the holders of a newer visible
+	// version may all be among them, so neither the older version found
+	// nor absence is proven.
 	silent := 0
 	for _, id := range first {
 		if !v.answered[id] {
 			silent++
 		}
 	}
-	if silent < l.minK {
+	switch {
+	case silent >= l.minK:
+		return nil, verdictUnsure
+	case best != nil:
+		return best, verdictFound
+	default:
 		return nil, verdictAbsent
 	}
-	return nil, verdictUnsure
 }
 
 // tombstone is a delete of m: a new version on m's placement.
