@@ -82,6 +82,7 @@ func s3Action(method, bucket, key string, q url.Values, copySource bool) (action
 		{"cors", "s3:GetBucketCORS", "s3:PutBucketCORS", "s3:PutBucketCORS"},
 		{"tagging", "s3:GetBucketTagging", "s3:PutBucketTagging", "s3:PutBucketTagging"},
 		{"ownershipControls", "s3:GetBucketOwnershipControls", "s3:PutBucketOwnershipControls", "s3:PutBucketOwnershipControls"},
+		{"encryption", "s3:GetEncryptionConfiguration", "s3:PutEncryptionConfiguration", "s3:PutEncryptionConfiguration"},
 		{"versioning", "s3:GetBucketVersioning", "s3:PutBucketVersioning", ""},
 		{"location", "s3:GetBucketLocation", "", ""},
 		{"versions", "s3:ListBucketVersions", "", ""},
@@ -205,6 +206,8 @@ var actionNeeds = map[string]need{
 	"s3:PutBucketTagging":           needOwner,
 	"s3:GetBucketOwnershipControls": needOwner,
 	"s3:PutBucketOwnershipControls": needOwner,
+	"s3:GetEncryptionConfiguration": needOwner,
+	"s3:PutEncryptionConfiguration": needOwner,
 	"s3:PutBucketVersioning":        needOwner,
 	"s3:DeleteBucket":               needOwner,
 }

@@ -102,7 +102,7 @@ func (g *Gateway) getObjectAttributes(c *fiber.Ctx, req *request) error {
 				op.IsTruncated = true
 				break
 			}
-			op.Parts = append(op.Parts, AttributesPart{PartNumber: num, Size: p.Size, Checksums: checksumsXML(p.Checksums)})
+			op.Parts = append(op.Parts, AttributesPart{PartNumber: num, Size: partPlainSize(p), Checksums: checksumsXML(p.Checksums)})
 			op.NextPartNumberMarker = num
 		}
 		out.ObjectParts = op

@@ -9,10 +9,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/sse"
 )
 
 // Config configures a gateway.
 type Config struct {
+	// SSEKeys are the cluster keys of SSE-S3 (internal/sse): the newest
+	// seals new objects' data keys, all open. nil: SSE-S3 and bucket
+	// default encryption are refused.
+	SSEKeys *sse.Keyring
+	// SSECOverHTTP accepts SSE-C keys on plain HTTP (S3 refuses them
+	// there, as the key crossed the network in clear): for a gateway on
+	// loopback (regen dev) or behind a TLS-terminating proxy.
+	SSECOverHTTP bool
 	// Addr is where S3 is served, host:port.
 	Addr string
 	// Credentials maps access keys to secret keys. These configured keys

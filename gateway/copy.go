@@ -14,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/regen-s3/regen/internal/sse"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -90,9 +91,10 @@ func copyConditions(c *fiber.Ctx, m *metadata.Manifest) error {
 	return nil
 }
 
-// openObject streams bytes [off, off+length) of the object m describes.
-// Reading stops the background fetch when the reader is closed.
-func (g *Gateway) openObject(m *metadata.Manifest, off, length int64) (io.ReadCloser, error) {
+// openObject streams bytes [off, off+length) of the object m describes
+// (seal opens its data keys if it is encrypted). Reading stops the
+// background fetch when the reader is closed.
+func (g *Gateway) openObject(m *metadata.Manifest, seal sse.Sealer, off, length int64) (io.ReadCloser, error) {
 	if m.Inline != nil || m.Size == 0 {
 		return io.NopCloser(bytes.NewReader(m.Inline[off : off+length])), nil
 	}
@@ -100,7 +102,7 @@ func (g *Gateway) openObject(m *metadata.Manifest, off, length int64) (io.ReadCl
 	if err != nil {
 		return nil, fmt.Errorf("object %s/%s has unknown code: %w", m.Bucket, m.Key, err)
 	}
-	return g.objectBody(m, code, off, length), nil
+	return g.objectBody(m, code, seal, off, length), nil
 }
 
 func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
@@ -117,6 +119,14 @@ func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
+	srcSeal, err := g.sealerFor(c, src.SSE, copySourceSSE)
+	if err != nil {
+		return err
+	}
+	ask, err := g.askedSSE(c)
+	if err != nil {
+		return err
+	}
 	m := &metadata.Manifest{Bucket: req.bucket, Key: req.key, StorageClass: c.Get("x-amz-storage-class")}
 	// As in S3, a copy does not take the source's ACL: it gets the one
 	// the request asks for, private by default.
@@ -125,7 +135,7 @@ func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
 	}
 	switch strings.ToUpper(c.Get("x-amz-metadata-directive")) {
 	case "", "COPY":
-		if src.Bucket == req.bucket && src.Key == req.key && m.StorageClass == "" {
+		if src.Bucket == req.bucket && src.Key == req.key && m.StorageClass == "" && !ask.s3 && ask.customer == nil {
 			return apiErr("InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 		m.ContentType, m.UserMeta, m.Headers = src.ContentType, src.UserMeta, src.Headers
@@ -150,21 +160,22 @@ func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
 	if m.StorageClass == "" {
 		m.StorageClass = src.StorageClass
 	}
-	code, err := g.prepareManifest(ctx, m)
+	code, seal, err := g.prepareManifest(ctx, m, ask)
 	if err != nil {
 		return err
 	}
 	if err := g.precheck(ctx, m.Bucket, m.Key, cond); err != nil {
 		return err
 	}
-	body, err := g.openObject(src, 0, src.Size)
+	body, err := g.openObject(src, srcSeal, 0, src.Size)
 	if err != nil {
 		return err
 	}
 	defer body.Close()
-	if err := g.storeObject(ctx, req, m, code, body, src.Size, nil, cond); err != nil {
+	if err := g.storeObject(ctx, req, m, code, seal, body, src.Size, nil, cond); err != nil {
 		return err
 	}
+	setSSEHeaders(c, m.SSE, seal)
 	return sendXML(c, fiber.StatusOK, CopyObjectResult{ETag: `"` + m.ETag + `"`, LastModified: ts(m.Modified)})
 }
 
@@ -179,6 +190,14 @@ func (g *Gateway) uploadPartCopy(c *fiber.Ctx, req *request, num int) error {
 	if err != nil {
 		return err
 	}
+	srcSeal, err := g.sealerFor(c, src.SSE, copySourceSSE)
+	if err != nil {
+		return err
+	}
+	seal, err := g.sealerFor(c, u.SSE, objectSSE)
+	if err != nil {
+		return err
+	}
 	off, length := int64(0), src.Size
 	if h := c.Get("x-amz-copy-source-range"); h != "" {
 		rng, err := parseCopyRange(h, src.Size)
@@ -190,15 +209,16 @@ func (g *Gateway) uploadPartCopy(c *fiber.Ctx, req *request, num int) error {
 	if length > maxPartSize {
 		return apiErr("EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.")
 	}
-	body, err := g.openObject(src, off, length)
+	body, err := g.openObject(src, srcSeal, off, length)
 	if err != nil {
 		return err
 	}
 	defer body.Close()
-	p, err := g.writePart(ctx, u, num, body, length, nil)
+	p, err := g.writePart(ctx, u, num, seal, body, length, nil)
 	if err != nil {
 		return err
 	}
+	setSSEHeaders(c, u.SSE, seal)
 	return sendXML(c, fiber.StatusOK, CopyPartResult{ETag: `"` + p.ETag + `"`, LastModified: ts(p.Modified)})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/sse"
 	"github.com/regen-s3/regen/internal/stripe"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -135,9 +136,9 @@ func partRange(c *fiber.Ctx, req *request, m *metadata.Manifest) (*byteRange, er
 	c.Set("x-amz-mp-parts-count", strconv.Itoa(len(m.Parts)))
 	var start int64
 	for _, p := range m.Parts[:n-1] {
-		start += p.Size
+		start += partPlainSize(p)
 	}
-	return &byteRange{start: start, length: m.Parts[n-1].Size}, nil
+	return &byteRange{start: start, length: partPlainSize(m.Parts[n-1])}, nil
 }
 
 // isMultipart reports whether m was completed from a multipart upload; its
@@ -222,6 +223,10 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 	if err != nil {
 		return err
 	}
+	seal, err := g.sealerFor(c, m.SSE, objectSSE)
+	if err != nil {
+		return err
+	}
 	if err := checkConditions(c, m); err != nil {
 		if errors.Is(err, errNotModified) {
 			c.Set("ETag", `"`+m.ETag+`"`)
@@ -243,6 +248,7 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 		return err
 	}
 	g.setObjectHeaders(c, req, m, rng == nil || (part > 0 && !isMultipart(m)), part)
+	setSSEHeaders(c, m.SSE, seal)
 	off, length, status := int64(0), m.Size, fiber.StatusOK
 	if rng != nil {
 		off, length, status = rng.start, rng.length, fiber.StatusPartialContent
@@ -262,7 +268,7 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 	if err != nil {
 		return fmt.Errorf("object %s/%s has unknown code: %w", m.Bucket, m.Key, err)
 	}
-	body := g.objectBody(m, code, off, length)
+	body := g.objectBody(m, code, seal, off, length)
 	body.logf = func(err error) {
 		g.log.Warn("GET failed mid-stream", "request", req.id, "bucket", m.Bucket, "key", m.Key, "err", err)
 	}
@@ -275,12 +281,12 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 }
 
 // objectBody returns the bytes [off, off+length) of the striped object m
-// as a stream.
-func (g *Gateway) objectBody(m *metadata.Manifest, code codec.Code, off, length int64) *objectBody {
+// as a stream; seal opens the data keys of an encrypted object's parts.
+func (g *Gateway) objectBody(m *metadata.Manifest, code codec.Code, seal sse.Sealer, off, length int64) *objectBody {
 	ctx, cancel := context.WithCancel(context.Background())
 	targets := g.layer.targets(m.Placement)
 	return &objectBody{ctx: ctx, cancel: cancel, read: func(ctx context.Context, w io.Writer) error {
-		return g.readParts(ctx, m, code, targets, off, length, w)
+		return g.readParts(ctx, m, code, seal, targets, off, length, w)
 	}}
 }
 
@@ -343,14 +349,31 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// readParts streams [off, off+length) of a striped object across its parts.
-func (g *Gateway) readParts(ctx context.Context, m *metadata.Manifest, code codec.Code, targets []stripe.Target, off, length int64, w io.Writer) error {
+// readParts streams [off, off+length) of a striped object across its
+// parts; an encrypted part is read by its sealed packages that cover the
+// range, opened with the part's data key (seal opens it).
+func (g *Gateway) readParts(ctx context.Context, m *metadata.Manifest, code codec.Code, seal sse.Sealer, targets []stripe.Target, off, length int64, w io.Writer) error {
 	var partStart int64
 	for _, p := range m.Parts {
-		partEnd := partStart + p.Size
+		plain := partPlainSize(p)
+		partEnd := partStart + plain
 		if off < partEnd && off+length > partStart {
 			from := max(off, partStart) - partStart
 			to := min(off+length, partEnd) - partStart
+			pw := w
+			var opened *sse.Writer
+			if p.SealedKey != nil {
+				if seal == nil {
+					return fmt.Errorf("part %d: encrypted, and no key to open it", p.Number)
+				}
+				dk, err := seal.Open(p.SealedKey)
+				if err != nil {
+					return fmt.Errorf("part %d: opening its data key: %w", p.Number, err)
+				}
+				var span sse.Span
+				opened, span = sse.NewWriter(dk, plain, from, to-from, w)
+				pw, from, to = opened, span.Off, span.Off+span.Len
+			}
 			err := stripe.Read(ctx, g.layer.shards, stripe.ReadParams{
 				Code: code, ChunkSize: m.ChunkSize, FileID: p.ID, Size: p.Size,
 				Targets: targets, ShardTimeout: g.cfg.ShardTimeout, Memory: g.readMem,
@@ -358,7 +381,10 @@ func (g *Gateway) readParts(ctx context.Context, m *metadata.Manifest, code code
 					g.metrics.degraded.Inc()
 					g.metrics.degradedBytes.WithLabelValues(d.Method).Add(float64(d.Bytes))
 				},
-			}, from, to-from, w)
+			}, from, to-from, pw)
+			if err == nil && opened != nil {
+				err = opened.Close()
+			}
 			if err != nil {
 				return fmt.Errorf("part %d: %w", p.Number, err)
 			}

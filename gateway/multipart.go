@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/sse"
 	"github.com/regen-s3/regen/internal/stripe"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -49,9 +50,13 @@ func (g *Gateway) createMultipartUpload(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
+	ask, err := g.askedSSE(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := g.opContext()
 	defer cancel()
-	code, err := g.prepareManifest(ctx, m)
+	code, seal, err := g.prepareManifest(ctx, m, ask)
 	if err != nil {
 		return err
 	}
@@ -65,6 +70,7 @@ func (g *Gateway) createMultipartUpload(c *fiber.Ctx, req *request) error {
 		Checksum:  strings.ToUpper(c.Get("x-amz-checksum-algorithm")),
 		ACL:       m.ACL,
 		Tags:      m.Tags,
+		SSE:       m.SSE,
 	}
 	if len(u.Placement) < n {
 		return fmt.Errorf("%w: only %d shard servers known, %s needs %d", errUnavailable, len(u.Placement), u.Code, n)
@@ -72,6 +78,7 @@ func (g *Gateway) createMultipartUpload(c *fiber.Ctx, req *request) error {
 	if err := g.layer.createUpload(ctx, u, min(code.DataShards()+1, n)); err != nil {
 		return err
 	}
+	setSSEHeaders(c, u.SSE, seal)
 	return sendXML(c, fiber.StatusOK, InitiateMultipartUploadResult{Bucket: req.bucket, Key: req.key, UploadID: u.ID})
 }
 
@@ -118,26 +125,32 @@ func (g *Gateway) uploadPart(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
+	seal, err := g.sealerFor(c, u.SSE, objectSSE)
+	if err != nil {
+		return err
+	}
 	var sums map[string]string
 	body, err := g.checkedBody(c, req, size, &sums)
 	if err != nil {
 		return err
 	}
-	p, err := g.writePart(ctx, u, num, body, size, wantMD5)
+	p, err := g.writePart(ctx, u, num, seal, body, size, wantMD5)
 	if err != nil {
 		return err
 	}
 	g.metrics.bytesIn.Add(float64(size))
 	setChecksumHeaders(c, p.Checksums)
+	setSSEHeaders(c, u.SSE, seal)
 	c.Set("ETag", `"`+p.ETag+`"`)
 	c.Status(fiber.StatusOK)
 	return nil
 }
 
 // writePart streams body into the part's own stripe group on the upload's
-// placement and records it. The checksums verified while reading (if any)
-// are in the returned part.
-func (g *Gateway) writePart(ctx context.Context, u *metadata.Upload, num int, body io.Reader, size int64, wantMD5 []byte) (*metadata.UploadPart, error) {
+// placement and records it; an encrypted upload's part is sealed under a
+// data key of its own, sealed by seal. The checksums verified while
+// reading (if any) are in the returned part.
+func (g *Gateway) writePart(ctx context.Context, u *metadata.Upload, num int, seal sse.Sealer, body io.Reader, size int64, wantMD5 []byte) (*metadata.UploadPart, error) {
 	code, err := g.layer.code(u.Code)
 	if err != nil {
 		return nil, err
@@ -148,8 +161,16 @@ func (g *Gateway) writePart(ctx context.Context, u *metadata.Upload, num int, bo
 	if cr, ok := body.(*checksumReader); ok {
 		cr.into = &sums
 	}
+	stored := size
+	var sealed *sealing
+	if u.SSE != nil {
+		if sealed, err = newSealing(seal, body, size); err != nil {
+			return nil, err
+		}
+		body, stored = sealed, sse.SealedSize(size)
+	}
 	res, err := stripe.Write(ctx, g.layer.shards, stripe.WriteParams{
-		Code: code, ChunkSize: u.ChunkSize, FileID: p.ID, Targets: g.layer.targets(u.Placement), Size: size,
+		Code: code, ChunkSize: u.ChunkSize, FileID: p.ID, Targets: g.layer.targets(u.Placement), Size: stored,
 		Buffers: g.writeBufs,
 	}, body)
 	if err == nil {
@@ -161,11 +182,16 @@ func (g *Gateway) writePart(ctx context.Context, u *metadata.Upload, num int, bo
 		}
 		return nil, bodyErr(err)
 	}
-	if wantMD5 != nil && string(wantMD5) != string(res.MD5[:]) {
+	sum, etag := res.MD5, res.MD5
+	if sealed != nil {
+		sum, etag = sealed.sums(u.SSE.Customer, res.MD5)
+		p.SealedKey = sealed.sealedKey
+	}
+	if wantMD5 != nil && string(wantMD5) != string(sum[:]) {
 		g.abandon(m, res.OK)
 		return nil, apiErr("BadDigest", "The Content-MD5 you specified did not match what we received.")
 	}
-	p.Size, p.ETag, p.ShardCRC, p.Checksums = res.Size, hex.EncodeToString(res.MD5[:]), res.ShardCRC, sums
+	p.Size, p.ETag, p.ShardCRC, p.Checksums = res.Size, hex.EncodeToString(etag[:]), res.ShardCRC, sums
 	p.Version = g.layer.clock.next()
 	p.Modified = time.Unix(0, p.Version.TS).UTC()
 	quorum, _, err := g.quorumOf(u)
@@ -226,6 +252,9 @@ func (g *Gateway) completeMultipartUpload(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	g.layer.finishUpload(ctx, u, keep)
+	if u.SSE != nil && !u.SSE.Customer {
+		c.Set(hdrSSE, sseAES256)
+	}
 	return sendXML(c, fiber.StatusOK, CompleteMultipartUploadResult{
 		Location: "/" + req.bucket + "/" + req.key, Bucket: req.bucket, Key: req.key,
 		ETag: `"` + m.ETag + `"`, Checksums: checksumsXML(m.Checksums),
@@ -246,6 +275,10 @@ func assemble(u *metadata.Upload, want []CompletePart, have []metadata.UploadPar
 		StorageClass: u.StorageClass, Code: u.Code, CodecFormat: u.CodecFormat, ChunkSize: u.ChunkSize,
 		Placement: u.Placement, Parts: []metadata.Part{}, ACL: u.ACL, Tags: u.Tags,
 	}
+	if u.SSE != nil {
+		e := *u.SSE
+		m.SSE = &e
+	}
 	for _, w := range want {
 		if p := byNum[w.PartNumber]; p == nil || strings.Trim(w.ETag, `" `) != p.ETag {
 			return nil, apiErr("InvalidPart", fmt.Sprintf("Part %d was not uploaded or its ETag does not match.", w.PartNumber))
@@ -254,13 +287,21 @@ func assemble(u *metadata.Upload, want []CompletePart, have []metadata.UploadPar
 	etags := md5.New()
 	for i, w := range want {
 		p := byNum[w.PartNumber]
-		if i < len(want)-1 && p.Size < minPartSize {
-			return nil, apiErr("EntityTooSmall", fmt.Sprintf("Part %d is %d bytes; every part but the last must be at least 5 MiB.", p.Number, p.Size))
+		part := metadata.Part{Number: p.Number, ID: p.ID, Size: p.Size, ETag: p.ETag, ShardCRC: p.ShardCRC, Checksums: p.Checksums, SealedKey: p.SealedKey}
+		if (m.SSE != nil) != (p.SealedKey != nil) {
+			return nil, apiErr("InvalidPart", fmt.Sprintf("Part %d was not uploaded with the upload's encryption.", p.Number))
+		}
+		plain := partPlainSize(part)
+		if i < len(want)-1 && plain < minPartSize {
+			return nil, apiErr("EntityTooSmall", fmt.Sprintf("Part %d is %d bytes; every part but the last must be at least 5 MiB.", p.Number, plain))
 		}
 		raw, _ := hex.DecodeString(p.ETag)
 		etags.Write(raw)
-		m.Size += p.Size
-		m.Parts = append(m.Parts, metadata.Part{Number: p.Number, ID: p.ID, Size: p.Size, ETag: p.ETag, ShardCRC: p.ShardCRC, Checksums: p.Checksums})
+		m.Size += plain
+		if m.SSE != nil {
+			m.SSE.Overhead += p.Size - plain
+		}
+		m.Parts = append(m.Parts, part)
 	}
 	if m.Size > maxObjectSize {
 		return nil, apiErr("EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.")
@@ -354,7 +395,7 @@ func (g *Gateway) listParts(c *fiber.Ctx, req *request) error {
 			break
 		}
 		out.Parts = append(out.Parts, PartEntry{
-			PartNumber: p.Number, LastModified: ts(p.Modified), ETag: `"` + p.ETag + `"`, Size: p.Size,
+			PartNumber: p.Number, LastModified: ts(p.Modified), ETag: `"` + p.ETag + `"`, Size: partPlainSize(metadata.Part{Size: p.Size, SealedKey: p.SealedKey}),
 			Checksums: checksumsXML(p.Checksums),
 		})
 		out.NextPartNumberMarker = p.Number

@@ -20,6 +20,7 @@ import (
 	"github.com/regen-s3/regen/internal/placement"
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/internal/sigv4"
+	"github.com/regen-s3/regen/internal/sse"
 	"github.com/regen-s3/regen/internal/stripe"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -110,13 +111,17 @@ func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
+	ask, err := g.askedSSE(c)
+	if err != nil {
+		return err
+	}
 	cond := writeCondOf(c)
 	if err := cond.validate(c); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	code, err := g.prepareManifest(ctx, m)
+	code, seal, err := g.prepareManifest(ctx, m, ask)
 	if err != nil {
 		return err
 	}
@@ -127,11 +132,12 @@ func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
-	if err := g.storeObject(ctx, req, m, code, body, size, wantMD5, cond); err != nil {
+	if err := g.storeObject(ctx, req, m, code, seal, body, size, wantMD5, cond); err != nil {
 		return err
 	}
 	g.metrics.bytesIn.Add(float64(size))
 	setChecksumHeaders(c, m.Checksums)
+	setSSEHeaders(c, m.SSE, seal)
 	c.Set("ETag", `"`+m.ETag+`"`)
 	c.Status(fiber.StatusOK)
 	return nil
@@ -199,31 +205,38 @@ func storedHeaderValues(c *fiber.Ctx) map[string]string {
 	return h
 }
 
-// prepareManifest checks the bucket and picks the object's code.
-func (g *Gateway) prepareManifest(ctx context.Context, m *metadata.Manifest) (codec.Code, error) {
+// prepareManifest checks the bucket, picks the object's code and its
+// encryption (what ask says, else the bucket's default), and returns the
+// sealer of its data keys (nil: not encrypted).
+func (g *Gateway) prepareManifest(ctx context.Context, m *metadata.Manifest, ask sseAsk) (codec.Code, sse.Sealer, error) {
 	b, err := g.layer.bucket(ctx, g.buckets, m.Bucket)
 	if err != nil {
-		return nil, bucketErr(err)
+		return nil, nil, bucketErr(err)
 	}
 	if err := checkACLAllowed(&b, m.ACL); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	code, codeName, err := g.codeFor(b.Code, m.StorageClass)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var seal sse.Sealer
+	if m.SSE, seal, err = g.writeEncryption(ask, b.Encryption); err != nil {
+		return nil, nil, err
 	}
 	if m.StorageClass == "" {
 		m.StorageClass = "STANDARD"
 	}
 	m.Code, m.CodecFormat = codeName, codec.FormatVersion
-	return code, nil
+	return code, seal, nil
 }
 
 // storeObject streams body (size bytes) into a new version of the object m
 // describes: inline or striped, checked against wantMD5 if set, then its
 // manifest written (under the key's lease when cond is set). On error
-// nothing becomes visible.
-func (g *Gateway) storeObject(ctx context.Context, req *request, m *metadata.Manifest, code codec.Code, body io.Reader, size int64, wantMD5 []byte, cond *writeCond) error {
+// nothing becomes visible. An encrypted object (m.SSE, its data key sealed
+// by seal) is never inline: its manifest holds no data.
+func (g *Gateway) storeObject(ctx context.Context, req *request, m *metadata.Manifest, code codec.Code, seal sse.Sealer, body io.Reader, size int64, wantMD5 []byte, cond *writeCond) error {
 	var sum [md5.Size]byte
 	var ok []bool
 	var err error
@@ -234,8 +247,17 @@ func (g *Gateway) storeObject(ctx context.Context, req *request, m *metadata.Man
 		// outlive the request's context.
 		defer func() { <-probed }()
 	}
-	if size <= g.cfg.InlineMax {
+	var sealed *sealing
+	if m.SSE != nil && size > 0 {
+		if sealed, err = newSealing(seal, body, size); err != nil {
+			return err
+		}
+		body = sealed
+	}
+	if size <= g.cfg.InlineMax && sealed == nil {
 		sum, err = g.readInline(req, body, size, m)
+	} else if sealed != nil {
+		sum, ok, err = g.writeStriped(ctx, body, sse.SealedSize(size), code, m)
 	} else {
 		sum, ok, err = g.writeStriped(ctx, body, size, code, m)
 	}
@@ -246,11 +268,18 @@ func (g *Gateway) storeObject(ctx context.Context, req *request, m *metadata.Man
 		g.abandon(m, ok)
 		return err
 	}
+	etag := sum
+	if sealed != nil {
+		sum, etag = sealed.sums(m.SSE.Customer, sum)
+		m.SSE.Overhead = m.Size - size
+		m.Size = size
+		m.Parts[0].SealedKey = sealed.sealedKey
+	}
 	if wantMD5 != nil && !bytes.Equal(wantMD5, sum[:]) {
 		g.abandon(m, ok)
 		return apiErr("BadDigest", "The Content-MD5 you specified did not match what we received.")
 	}
-	m.ETag = hex.EncodeToString(sum[:])
+	m.ETag = hex.EncodeToString(etag[:])
 	holders := m.Placement
 	if ok != nil {
 		holders = nil

@@ -311,6 +311,13 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 			}
 			return g.bucketTagging(c, req)
 		}
+		if q.Has("encryption") {
+			*op = "PutBucketEncryption"
+			if req.method == fiber.MethodDelete {
+				*op = "DeleteBucketEncryption"
+			}
+			return g.bucketEncryption(c, req)
+		}
 		if q.Has("ownershipControls") {
 			*op = "PutBucketOwnershipControls"
 			if req.method == fiber.MethodDelete {
@@ -356,6 +363,9 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Has("tagging"):
 			*op = "GetBucketTagging"
 			return g.bucketTagging(c, req)
+		case q.Has("encryption"):
+			*op = "GetBucketEncryption"
+			return g.bucketEncryption(c, req)
 		case q.Has("ownershipControls"):
 			*op = "GetBucketOwnershipControls"
 			return g.bucketOwnership(c, req)
@@ -442,10 +452,10 @@ var objectParams = map[string][]string{
 }
 
 // writableAsAsked refuses object writes that ask for what regen does not
-// do: ACL grants it cannot enforce (requestACL), object lock, and
-// server-side encryption (SSE-S3, SSE-KMS or SSE-C). Storing the object
-// while the client believes it writable by anyone, locked or encrypted
-// would be worse than failing.
+// do: ACL grants it cannot enforce (requestACL) and object lock. Storing
+// the object while the client believes it writable by anyone or locked
+// would be worse than failing. (Server-side encryption is read by each
+// write that takes it, sse.go; SSE-KMS is refused there.)
 func writableAsAsked(c *fiber.Ctx, method string) error {
 	if method != fiber.MethodPut && method != fiber.MethodPost {
 		return nil
@@ -458,9 +468,6 @@ func writableAsAsked(c *fiber.Ctx, method string) error {
 	}
 	if c.Get("x-amz-object-lock-mode") != "" || c.Get("x-amz-object-lock-retain-until-date") != "" || c.Get("x-amz-object-lock-legal-hold") != "" {
 		return apiErr("NotImplemented", "regen has no object lock (x-amz-object-lock-*)")
-	}
-	if asked := headerWithPrefix(c, "x-amz-server-side-encryption", "x-amz-copy-source-server-side-encryption"); asked != "" {
-		return apiErr("NotImplemented", "regen does not encrypt objects at rest; this request asks for server-side encryption ("+asked+")")
 	}
 	return nil
 }

@@ -35,6 +35,9 @@ type Manifest struct {
 	ACL string `json:"acl,omitempty"`
 	// Tags are the object's tags (x-amz-tagging, PutObjectTagging).
 	Tags map[string]string `json:"tags,omitempty"`
+	// SSE is set when the object is encrypted at rest; Size is then the
+	// plaintext size and the parts hold Size+SSE.Overhead bytes.
+	SSE *Encryption `json:"sse,omitempty"`
 
 	// Code is the codec name, e.g. "rs-6-3"; CodecFormat the codec.FormatVersion.
 	Code        string `json:"code"`
@@ -62,6 +65,24 @@ type Part struct {
 	// Checksums are the part's x-amz-checksum-* values verified at upload
 	// (multipart parts only), by algorithm name, base64.
 	Checksums map[string]string `json:"checksums,omitempty"`
+	// SealedKey is the part's data key, sealed (internal/sse), when the
+	// object is encrypted; Size is then the part's stored (sealed) size.
+	SealedKey []byte `json:"sealed_key,omitempty"`
+}
+
+// Encryption describes how an object is encrypted at rest (internal/sse):
+// each part under its own data key (Part.SealedKey), sealed by the
+// cluster's key ring (SSE-S3) or by the client's key (SSE-C), which is
+// never stored: only Salt and MAC, which verify it.
+type Encryption struct {
+	// Customer is set for SSE-C.
+	Customer bool `json:"customer,omitempty"`
+	// Salt and MAC verify an SSE-C key (sse.Verifier).
+	Salt []byte `json:"salt,omitempty"`
+	MAC  []byte `json:"mac,omitempty"`
+	// Overhead is what sealing added: the parts' stored sizes minus the
+	// plaintext size.
+	Overhead int64 `json:"overhead,omitempty"`
 }
 
 // Errors returned by Validate.
@@ -86,8 +107,15 @@ func (m *Manifest) Validate() error {
 	if m.Size < 0 {
 		return bad("negative size")
 	}
+	var overhead int64
+	if m.SSE != nil {
+		overhead = m.SSE.Overhead
+		if overhead < 0 || m.Size > 0 && len(m.Parts) == 0 {
+			return bad("encrypted object needs parts and a non-negative overhead")
+		}
+	}
 	if m.Inline != nil || m.Size == 0 {
-		if int64(len(m.Inline)) != m.Size {
+		if int64(len(m.Inline)) != m.Size || overhead != 0 {
 			return bad("inline data has %d bytes, size is %d", len(m.Inline), m.Size)
 		}
 		return nil
@@ -107,10 +135,13 @@ func (m *Manifest) Validate() error {
 		if p.ID == "" || p.Size < 0 || len(p.ShardCRC) != len(m.Placement) {
 			return bad("part %d: needs ID, size and one CRC per shard", p.Number)
 		}
+		if (m.SSE != nil) != (p.SealedKey != nil) {
+			return bad("part %d: a sealed key if and only if the object is encrypted", p.Number)
+		}
 		total += p.Size
 	}
-	if total != m.Size {
-		return bad("parts add up to %d bytes, size is %d", total, m.Size)
+	if total != m.Size+overhead {
+		return bad("parts add up to %d bytes, size is %d with %d of encryption overhead", total, m.Size, overhead)
 	}
 	return nil
 }
@@ -177,6 +208,10 @@ type Bucket struct {
 	CORS []CORSRule `json:"cors,omitempty"`
 	// Policy is the bucket policy document as put (JSON); empty for none.
 	Policy string `json:"policy,omitempty"`
+	// Encryption is the bucket's default encryption (PutBucketEncryption):
+	// "AES256" (SSE-S3) encrypts every write that asks for none; empty
+	// for none.
+	Encryption string `json:"encryption,omitempty"`
 	// Grants are the rights of stored access keys on this bucket, by
 	// access key ID. They live in the bucket record, not the key's, so
 	// they end with the bucket: a bucket deleted and created again under

@@ -24,6 +24,10 @@ type Upload struct {
 	Checksum     string            `json:"checksum,omitempty"` // x-amz-checksum-algorithm, if any
 	ACL          string            `json:"acl,omitempty"`      // canned ACL
 	Tags         map[string]string `json:"tags,omitempty"`     // x-amz-tagging
+	// SSE is the completed object's encryption (its Overhead unused): set
+	// when every part is encrypted, and for SSE-C the key every part must
+	// be sent with.
+	SSE *Encryption `json:"sse,omitempty"`
 
 	// Geometry every part is written with: all parts of one object share
 	// code, chunk size and placement, so the manifest can list them.
@@ -47,6 +51,9 @@ type UploadPart struct {
 	// Checksums holds x-amz-checksum-* values verified at upload, by
 	// algorithm name (e.g. "CRC32C"), base64 as S3 sends them.
 	Checksums map[string]string `json:"checksums,omitempty"`
+	// SealedKey is the part's sealed data key when the upload is
+	// encrypted; Size is then the stored (sealed) size.
+	SealedKey []byte `json:"sealed_key,omitempty"`
 }
 
 // MaxPartNumber is S3's highest part number.

@@ -24,10 +24,11 @@ var allowedImports = map[string][]string{
 	"internal/s3bench":   {},
 	"internal/s3policy":  {},
 	"internal/connguard": {},
+	"internal/sse":       {},
 	"internal/shardrpc":  {"metadata"},
 	"internal/stripe":    {"codec", "metadata", "internal/shardrpc"},
 	"shardserver":        {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/connguard"},
-	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4", "internal/s3policy", "internal/connguard"},
+	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4", "internal/s3policy", "internal/connguard", "internal/sse"},
 	"repair":             {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe"},
 	"internal/chaos":     {"internal/cluster", "internal/sigv4"},
 }

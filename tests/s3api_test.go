@@ -389,12 +389,10 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 			t.Errorf("%s %s: %d %s; want 501 NotImplemented", r.method, r.path, code, body)
 		}
 	}
-	// Server-side encryption and object lock are refused, not
-	// silently skipped.
+	// SSE-KMS and object lock are refused, not silently skipped
+	// (SSE-S3 and SSE-C are tested in sse_test.go).
 	for _, h := range []map[string]string{
-		{"x-amz-server-side-encryption": "AES256"},
 		{"x-amz-server-side-encryption": "aws:kms"},
-		{"x-amz-server-side-encryption-customer-algorithm": "AES256"},
 		{"x-amz-object-lock-mode": "GOVERNANCE", "x-amz-object-lock-retain-until-date": "2030-01-01T00:00:00Z"},
 		{"x-amz-object-lock-legal-hold": "ON"},
 	} {
@@ -404,6 +402,10 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 		if code, body := signedRequest(t, d, http.MethodPost, "/other/sse?uploads", nil, h); code != http.StatusNotImplemented {
 			t.Errorf("CreateMultipartUpload with %v: %d %s; want 501 NotImplemented", h, code, body)
 		}
+	}
+	// An SSE-C request without its key is refused, not stored in clear.
+	if code, body := signedRequest(t, d, http.MethodPut, "/other/tagged", []byte("plain"), map[string]string{"x-amz-server-side-encryption-customer-algorithm": "AES256"}); code != http.StatusBadRequest {
+		t.Errorf("PUT with an SSE-C algorithm and no key: %d %s; want 400", code, body)
 	}
 	if got := get(t, c, "other", "tagged", minio.GetObjectOptions{}); !bytes.Equal(got, data) {
 		t.Fatalf("the object changed after the rejected sub-resource requests (%d bytes)", len(got))

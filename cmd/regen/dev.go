@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/regen-s3/regen/gateway"
 	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/sse"
 	"github.com/regen-s3/regen/shardserver"
 )
 
@@ -110,6 +112,11 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if err := privateDir(data); err != nil {
 		return err
+	}
+	if !o.Given("sse-keys") {
+		if gf.sseKeys, err = devKeyFile(data); err != nil {
+			return err
+		}
 	}
 	cfg, err := gf.config()
 	if err != nil {
@@ -269,4 +276,25 @@ func freePort() (string, error) {
 	}
 	pc.Close()
 	return "127.0.0.1:" + strconv.Itoa(port), nil
+}
+
+// devKeyFile returns DATA/sse-keys, made with one new key if missing.
+func devKeyFile(data string) (string, error) {
+	path := filepath.Join(data, "sse-keys")
+	line, err := sse.NewKeyLine("dev-1")
+	if err != nil {
+		return "", err
+	}
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return path, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	_, err = fh.WriteString("# SSE-S3 cluster keys of this dev cluster: ID BASE64KEY, the last encrypts\n" + line)
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	return path, err
 }

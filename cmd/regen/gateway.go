@@ -21,6 +21,7 @@ import (
 	"github.com/regen-s3/regen/gateway"
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/internal/sse"
 )
 
 // Default credentials of a fresh install; regen dev prints them. Anything
@@ -53,6 +54,8 @@ type gatewayFlags struct {
 	allowDefaultCreds bool
 	limits            limitFlags
 	shardTLS          shardTLSFlags
+	sseKeys           string
+	sseCOverHTTP      bool
 }
 
 // gatewayLimitDefaults are the S3 listener's defaults (gateway.Limits).
@@ -106,6 +109,14 @@ func (f *gatewayFlags) register(o *optionSet, dev bool) {
 	allow := o.Bool(&f.allowDefaultCreds, "allow-default-credentials", "REGEN_ALLOW_DEFAULT_CREDENTIALS", dev, "start even with the built-in default access key ("+defaultAccessKey+"): only for a throwaway cluster no one else can reach")
 	if dev {
 		allow.usage = "keep the built-in default access key when none is given (a dev cluster is a throwaway one; it prints them)"
+	}
+	keys := o.String(&f.sseKeys, "sse-keys", "REGEN_SSE_KEYS", "", "file of SSE-S3 cluster keys, one 'ID BASE64KEY' line each (32 random bytes): the last encrypts, all decrypt; to rotate, add a line and restart the gateways. Empty: SSE-S3 is refused")
+	if dev {
+		keys.showDefault("DATA/sse-keys, made if missing")
+	}
+	overHTTP := o.Bool(&f.sseCOverHTTP, "sse-c-over-http", "REGEN_SSE_C_OVER_HTTP", dev, "accept SSE-C keys over plain HTTP, which S3 refuses (the key crosses the network in clear): for a gateway on loopback or behind a TLS-terminating proxy")
+	if dev {
+		overHTTP.usage = "accept SSE-C keys over plain HTTP (dev serves HTTP on loopback)"
 	}
 	f.limits.register(o, gatewayLimitDefaults())
 	f.shardTLS.register(o)
@@ -216,6 +227,16 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 	cfg.ChunkSize, cfg.WriteMemory, cfg.ReadMemory, cfg.BodyMemory = f.chunk, f.writeMemory, f.readMemory, f.bodyMemory
 	cfg.OpTimeout = f.opTimeout
 	cfg.ClockOffset = f.clockOffset
+	cfg.SSECOverHTTP = f.sseCOverHTTP
+	if f.sseKeys != "" {
+		b, err := os.ReadFile(f.sseKeys)
+		if err != nil {
+			return cfg, fmt.Errorf("SSE key file: %w", err)
+		}
+		if cfg.SSEKeys, err = sse.ParseKeyring(b); err != nil {
+			return cfg, usageError{fmt.Errorf("SSE key file %s: %w", f.sseKeys, err)}
+		}
+	}
 	if err := checkCredentials(cfg.Credentials, f.allowDefaultCreds, "credentials-file"); err != nil {
 		return cfg, usageError{err}
 	}
