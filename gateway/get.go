@@ -227,6 +227,11 @@ func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 	if err != nil {
 		return err
 	}
+	if seal != nil && !head {
+		if err := checkSealedKeys(m, seal); err != nil {
+			return err
+		}
+	}
 	if err := checkConditions(c, m); err != nil {
 		if errors.Is(err, errNotModified) {
 			c.Set("ETag", `"`+m.ETag+`"`)

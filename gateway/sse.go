@@ -149,6 +149,23 @@ func (g *Gateway) sealerFor(c *fiber.Ctx, e *metadata.Encryption, prefix string)
 	return *ck, nil
 }
 
+// checkSealedKeys opens the data key of every encrypted part of m before
+// a GET answers: a key sealed by a cluster key this gateway lacks (a key
+// file not the same on every gateway, or a key removed from it) fails
+// the request with a 500 that says so, rather than a body cut short
+// after its 200.
+func checkSealedKeys(m *metadata.Manifest, s sse.Sealer) error {
+	for _, p := range m.Parts {
+		if p.SealedKey == nil {
+			continue
+		}
+		if _, err := s.Open(p.SealedKey); err != nil {
+			return ErrInternalError.Withf("part %d of this object cannot be decrypted: %v", p.Number, err)
+		}
+	}
+	return nil
+}
+
 // setSSEHeaders tells the client how the object is encrypted.
 func setSSEHeaders(c *fiber.Ctx, e *metadata.Encryption, s sse.Sealer) {
 	if e == nil {
