@@ -63,6 +63,12 @@ func (g *Gateway) getObjectAttributes(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
+	if m.SSE != nil && m.SSE.Customer {
+		// As S3: the attributes of an SSE-C object need its key.
+		if _, err := g.sealerFor(c, m.SSE, objectSSE); err != nil {
+			return err
+		}
+	}
 	multipart := isMultipart(m)
 	var out GetObjectAttributesResponse
 	if want["ETag"] {

@@ -119,6 +119,16 @@ func TestSSE(t *testing.T) {
 		if code := minio.ToErrorResponse(err).StatusCode; code != http.StatusBadRequest {
 			t.Errorf("HEAD of an SSE-C object without its key: %v (%d), want 400", err, code)
 		}
+		// A part of an SSE-C upload must come with the upload's key.
+		id, err := core.NewMultipartUpload(ctx(t), "sse", "wrong-part", minio.PutObjectOptions{ServerSideEncryption: ssec1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = core.PutObjectPart(ctx(t), "sse", "wrong-part", id, 1, bytes.NewReader([]byte("part")), 4, minio.PutObjectPartOptions{SSE: ssec2})
+		if code := minio.ToErrorResponse(err).StatusCode; code != http.StatusForbidden {
+			t.Errorf("UploadPart with another SSE-C key than the upload's: %v (%d), want 403", err, code)
+		}
+		core.AbortMultipartUpload(ctx(t), "sse", "wrong-part", id)
 	})
 
 	t.Run("Copies", func(t *testing.T) {
