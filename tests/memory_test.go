@@ -23,11 +23,12 @@ const (
 )
 
 // TestMemoryBounds runs 4 PUTs and 4 GETs of large objects at once on one
-// regen dev cluster (64 MiB each; 1 GiB with REGEN_LONG_TESTS), then 8
-// clients writing and reading objects of mixed sizes (several stripe
-// geometries and read buffer size classes), and checks the peak resident
-// set (VmHWM) of the gateway and of every shard server against the
-// bounds. Every byte read back is checked.
+// regen dev cluster (64 MiB each; 1 GiB with REGEN_LONG_TESTS), then
+// objects of mixed sizes (several read buffer size classes and write
+// buffer geometries), and checks the peak resident set (VmHWM) of the
+// gateway and of every shard server against the bounds. Every byte read
+// back is checked. The heap the gateway keeps afterwards is the unit test
+// stripe.TestMemoryHeldAfterMixedSizes.
 func TestMemoryBounds(t *testing.T) {
 	if raceBuild {
 		t.Skip("the race detector multiplies memory")
@@ -60,22 +61,33 @@ func TestMemoryBounds(t *testing.T) {
 	gw, shard := d.peakRSS(t)
 	t.Logf("peak RSS after the large objects: gateway %d MiB, largest shard server %d MiB", gw>>20, shard>>20)
 
-	// Mixed sizes: last stripes of many lengths, so write buffers of
-	// several geometries and read buffers of several size classes.
-	sizes := []int64{700 << 10, 1<<20 + 1, 3<<20 + 5, 5<<20 + 7, 9 << 20, 13<<20 + 3, 20<<20 + 11, 40<<20 + 3}
+	// Mixed sizes: objects of one stripe whose shards fall in different
+	// size classes of the gateway's read buffers (3 MiB: 512 KiB
+	// shards, 1.5 MiB: 256 KiB, 700 KiB: 128 KiB), each read by 16
+	// clients at once, so that each class's free list fills, while
+	// others write objects of other sizes (other write geometries).
+	small := []int64{3 << 20, 3<<19 - 5, 700 << 10}
+	var smallSums [3][]byte
+	for i, n := range small {
+		smallSums[i] = putStream(ctx, t, c, fmt.Sprint("small-", i), n, uint64(200+i))
+	}
 	start = time.Now()
-	each(t, len(sizes), func(i int) error {
-		for round := range 2 {
-			n := sizes[(i+round)%len(sizes)]
-			key := fmt.Sprintf("mixed-%d-%d", i, round)
-			sum := putStream(ctx, t, c, key, n, uint64(1000+10*i+round))
-			if err := getStream(ctx, c, key, n, sum); err != nil {
-				return err
+	for i, n := range small {
+		each(t, 20, func(j int) error {
+			if j >= 16 {
+				n := []int64{9 << 20, 13<<20 + 3, 20<<20 + 11, 5<<20 + 7}[j-16]
+				putStream(ctx, t, c, fmt.Sprintf("mixed-%d-%d", i, j), n, uint64(1000+10*i+j))
+				return nil
 			}
-		}
-		return nil
-	})
-	t.Logf("%d clients writing and reading mixed sizes: %v", len(sizes), time.Since(start).Round(time.Millisecond))
+			for range 4 {
+				if err := getStream(ctx, c, fmt.Sprint("small-", i), n, smallSums[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	t.Logf("16 clients reading each of %d sizes, 4 writing others: %v", len(small), time.Since(start).Round(time.Millisecond))
 	gw, shard = d.peakRSS(t)
 	t.Logf("peak RSS: gateway %d MiB (bound %d), largest shard server %d MiB (bound %d)", gw>>20, gatewayRSSBound>>20, shard>>20, shardRSSBound>>20)
 	if gw > gatewayRSSBound {
