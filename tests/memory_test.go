@@ -22,13 +22,13 @@ const (
 	shardRSSBound   = 128 << 20
 )
 
-// TestMemoryBounds runs 4 PUTs and 4 GETs of large objects at once on one
-// regen dev cluster (64 MiB each; 1 GiB with REGEN_LONG_TESTS), then
+// TestMemoryBounds runs, on one regen dev cluster, reads and writes of
 // objects of mixed sizes (several read buffer size classes and write
-// buffer geometries), and checks the peak resident set (VmHWM) of the
-// gateway and of every shard server against the bounds. Every byte read
-// back is checked. The heap the gateway keeps afterwards is the unit test
-// stripe.TestMemoryHeldAfterMixedSizes.
+// buffer geometries), then 4 PUTs and 4 GETs of large objects at once
+// (64 MiB each; 1 GiB with REGEN_LONG_TESTS), and checks the peak
+// resident set (VmHWM) of the gateway and of every shard server against
+// the bounds. Every byte read back is checked. The heap the gateway keeps
+// afterwards is the unit test stripe.TestMemoryHeldAfterMixedSizes.
 func TestMemoryBounds(t *testing.T) {
 	if raceBuild {
 		t.Skip("the race detector multiplies memory")
@@ -49,29 +49,21 @@ func TestMemoryBounds(t *testing.T) {
 	for i := range clients {
 		sums[i] = putStream(ctx, t, c, fmt.Sprint("get-", i), size, uint64(i))
 	}
-	start := time.Now()
-	each(t, 2*clients, func(i int) error {
-		if i < clients {
-			putStream(ctx, t, c, fmt.Sprint("put-", i), size, uint64(100+i))
-			return nil
-		}
-		return getStream(ctx, c, fmt.Sprint("get-", i-clients), size, sums[i-clients])
-	})
-	t.Logf("%d PUTs and %d GETs of %d MiB at once: %v", clients, clients, size>>20, time.Since(start).Round(time.Millisecond))
-	gw, shard := d.peakRSS(t)
-	t.Logf("peak RSS after the large objects: gateway %d MiB, largest shard server %d MiB", gw>>20, shard>>20)
-
-	// Mixed sizes: objects of one stripe whose shards fall in different
-	// size classes of the gateway's read buffers (3 MiB: 512 KiB
-	// shards, 1.5 MiB: 256 KiB, 700 KiB: 128 KiB), each read by 16
-	// clients at once, so that each class's free list fills, while
+	// First mixed sizes: objects of one stripe whose shards fall in
+	// different size classes of the gateway's read buffers (3 MiB:
+	// 512 KiB shards, 1.5 MiB: 256 KiB, 700 KiB: 128 KiB), each read by
+	// 16 clients at once, so that each class's free list fills, while
 	// others write objects of other sizes (other write geometries).
+	// What the gateway keeps of them must leave room for the large
+	// objects: when each class kept 16 MiB, and write buffers pushed out
+	// by another geometry stayed allocated, the gateway went past 256 MiB
+	// in the second phase.
 	small := []int64{3 << 20, 3<<19 - 5, 700 << 10}
 	var smallSums [3][]byte
 	for i, n := range small {
 		smallSums[i] = putStream(ctx, t, c, fmt.Sprint("small-", i), n, uint64(200+i))
 	}
-	start = time.Now()
+	start := time.Now()
 	for i, n := range small {
 		each(t, 20, func(j int) error {
 			if j >= 16 {
@@ -88,6 +80,19 @@ func TestMemoryBounds(t *testing.T) {
 		})
 	}
 	t.Logf("16 clients reading each of %d sizes, 4 writing others: %v", len(small), time.Since(start).Round(time.Millisecond))
+	gw, shard := d.peakRSS(t)
+	t.Logf("peak RSS after the mixed sizes: gateway %d MiB, largest shard server %d MiB", gw>>20, shard>>20)
+
+	start = time.Now()
+	each(t, 2*clients, func(i int) error {
+		if i < clients {
+			putStream(ctx, t, c, fmt.Sprint("put-", i), size, uint64(100+i))
+			return nil
+		}
+		return getStream(ctx, c, fmt.Sprint("get-", i-clients), size, sums[i-clients])
+	})
+	t.Logf("then %d PUTs and %d GETs of %d MiB at once: %v", clients, clients, size>>20, time.Since(start).Round(time.Millisecond))
+
 	gw, shard = d.peakRSS(t)
 	t.Logf("peak RSS: gateway %d MiB (bound %d), largest shard server %d MiB (bound %d)", gw>>20, gatewayRSSBound>>20, shard>>20, shardRSSBound>>20)
 	if gw > gatewayRSSBound {
