@@ -180,9 +180,10 @@ func TestBufPoolTotal(t *testing.T) {
 // objects of mixed sizes (chunk sizes 64 KiB to 256 KiB and short last
 // stripes: several size classes of read buffers and geometries of write
 // buffers), what the heap still holds once they are done is at most the
-// write budget plus the read free lists' bound. When that bound was per
-// class, each class kept up to 16 MiB of its own (here about 40 MiB in
-// all).
+// write budget plus the read free lists' bound (when that bound was per
+// class, each class could keep 16 MiB of its own). TestBufPoolTotal and
+// TestBuffersLetGoAreFreed check the two bounds exactly; this checks that
+// nothing else stays behind.
 func TestMemoryHeldAfterMixedSizes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates a few hundred MiB; skipped under -short")
