@@ -64,7 +64,7 @@ type Config struct {
 	// gateway's memory stays bounded however many clients write. 96 MiB
 	// holds ten rs-6-3 stripes of 1 MiB chunks, two or three in flight
 	// for each of four concurrent uploads; at least one stripe always
-	// fits.
+	// fits. Buffers unused for 30 s are freed (docs/DATAPATH.md).
 	WriteMemory int64
 	// ReadMemory bounds the shard buffers of all GETs (and copy
 	// sources) at once (stripe.ReadMemory): past it, reads wait for
