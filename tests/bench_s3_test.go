@@ -16,6 +16,7 @@ import (
 // verified by SHA-256), a bucket holding someone's object is refused and
 // left as it was, and the run leaves no bucket or object of its own.
 func TestBenchS3(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c := d.client(t)
 	mustMakeBucket(t, c, "theirs")

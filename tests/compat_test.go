@@ -50,6 +50,7 @@ func apiCode(err error) string {
 // max-keys=0, UploadPartCopy ranges, GetObjectAttributes, canned ACLs
 // with anonymous access, ownership controls and checksums on reads.
 func TestCompat(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c := sdkClient(d)
 	mc := d.client(t)

@@ -161,6 +161,7 @@ func TestConsistencyCase1UnavailableIsNotAbsent(t *testing.T) {
 // deletes keys the normal gateway wrote. Its acknowledged writes come
 // later in real time, so they must win: both gateways read them.
 func TestConsistencyCase3SkewedGatewayWins(t *testing.T) {
+	parallel(t)
 	e2e(t)
 	d := startDev(t)
 	c1 := d.client(t)
@@ -228,6 +229,7 @@ func TestConsistencyCase3SkewedGatewayWins(t *testing.T) {
 //     been acknowledged (it was lost), or the final value is the old one
 //     although some write was acknowledged.
 func TestConsistencyCase4ConditionalWritesAreAtomic(t *testing.T) {
+	parallel(t)
 	e2e(t)
 	d := startDev(t)
 	gws := []*minio.Client{noRetryClient(t, d.info.Endpoint, d), noRetryClient(t, startGateway(t, d), d)}

@@ -65,6 +65,7 @@ var outRE = regexp.MustCompile(`(?s)<pre id="out">(.*?)</pre>`)
 // a presigned URL from another origin and reading the object back; a page
 // from an origin the rules do not name is stopped by the browser.
 func TestCORS(t *testing.T) {
+	parallel(t)
 	b := browser{bin: chromiumBin(t), dir: t.TempDir()}
 	d := startDev(t)
 	c := sdkClient(d)

@@ -280,6 +280,7 @@ func startGateway(t testing.TB, d *devCluster, extra ...string) string {
 }
 
 func TestTwoGatewaysAgree(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c1 := d.client(t)
 	c2 := s3Client(t, startGateway(t, d), d.info.AccessKey, d.info.SecretKey)
@@ -417,6 +418,7 @@ func TestPutFailsWithOnlyKServers(t *testing.T) {
 }
 
 func TestCorruptShardIsDetected(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c := d.client(t)
 	mustMakeBucket(t, c, "rot")

@@ -17,6 +17,7 @@ import (
 // a policy allows them, refusals of what regen cannot enforce, and the
 // owner never locked out of the policy itself.
 func TestBucketPolicy(t *testing.T) {
+	parallel(t)
 	d := startDev(t)
 	c := sdkClient(d)
 	b := aws.String("site")

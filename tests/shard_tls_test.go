@@ -26,6 +26,7 @@ import (
 // cluster's CA even when it signs its requests with the cluster secret,
 // and one that does not speak TLS.
 func TestShardTLS(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	ca, cert, key, pool := clusterCerts(t, dir)
 	d := startDevIn(t, filepath.Join(dir, "data"), "--shard-tls-cert", cert, "--shard-tls-key", key, "--shard-tls-ca", ca)
