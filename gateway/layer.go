@@ -244,8 +244,13 @@ func (l *layer) lookup(ctx context.Context, bucket, key string, inline bool) (*m
 			return nil, errNotFound
 		}
 	}
-	return nil, fmt.Errorf("%w: %s/%s: %d servers unreachable, %d manifest versions seen, none proven newest: %w",
-		errUnavailable, bucket, key, v.unreachable, len(v.votes), errors.Join(v.errs...))
+	err := fmt.Errorf("%w: %s/%s: %d servers unreachable, %d manifest versions seen, none proven newest",
+		errUnavailable, bucket, key, v.unreachable, len(v.votes))
+	if len(v.errs) > 0 {
+		// Servers known dead count as unreachable without an error.
+		err = fmt.Errorf("%w: %w", err, errors.Join(v.errs...))
+	}
+	return nil, err
 }
 
 // firstAsk is how many of a key's first width servers a lookup asks in
