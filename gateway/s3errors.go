@@ -103,6 +103,7 @@ var (
 	ErrBadRequest                          = reg("BadRequest", 400, "Bad Request")
 	ErrNoSuchTagSet                        = reg("NoSuchTagSet", 404, "The TagSet does not exist")
 	ErrNoSuchCORSConfiguration             = reg("NoSuchCORSConfiguration", 404, "The CORS configuration does not exist")
+	ErrNoSuchLifecycleConfiguration        = reg("NoSuchLifecycleConfiguration", 404, "The lifecycle configuration does not exist")
 	ErrNoSuchBucketPolicy                  = reg("NoSuchBucketPolicy", 404, "The bucket policy does not exist")
 	ErrMalformedPolicy                     = reg("MalformedPolicy", 400, "Policy has invalid resource")
 	ErrSSEConfigNotFound                   = reg("ServerSideEncryptionConfigurationNotFoundError", 404, "The server side encryption configuration was not found")

@@ -297,6 +297,13 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 			}
 			return g.bucketPolicy(c, req)
 		}
+		if q.Has("lifecycle") {
+			*op = "PutBucketLifecycleConfiguration"
+			if req.method == fiber.MethodDelete {
+				*op = "DeleteBucketLifecycle"
+			}
+			return g.bucketLifecycle(c, req)
+		}
 		if q.Has("cors") {
 			*op = "PutBucketCors"
 			if req.method == fiber.MethodDelete {
@@ -357,6 +364,9 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Has("policyStatus"):
 			*op = "GetBucketPolicyStatus"
 			return g.bucketPolicy(c, req)
+		case q.Has("lifecycle"):
+			*op = "GetBucketLifecycleConfiguration"
+			return g.bucketLifecycle(c, req)
 		case q.Has("cors"):
 			*op = "GetBucketCors"
 			return g.bucketCors(c, req)

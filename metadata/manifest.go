@@ -208,6 +208,9 @@ type Bucket struct {
 	CORS []CORSRule `json:"cors,omitempty"`
 	// Policy is the bucket policy document as put (JSON); empty for none.
 	Policy string `json:"policy,omitempty"`
+	// Lifecycle are the bucket's lifecycle rules
+	// (PutBucketLifecycleConfiguration), in order; nil for none.
+	Lifecycle []LifecycleRule `json:"lifecycle,omitempty"`
 	// Encryption is the bucket's default encryption (PutBucketEncryption):
 	// "AES256" (SSE-S3) encrypts every write that asks for none; empty
 	// for none.
@@ -249,6 +252,42 @@ type CORSRule struct {
 	// MaxAgeSeconds is how long a browser may cache a preflight answer;
 	// nil when the rule sets none.
 	MaxAgeSeconds *int `json:"max_age_seconds,omitempty"`
+}
+
+// LifecycleRule is one rule of a bucket's lifecycle configuration, as S3
+// has it. Day counts are in lifecycle days (24 h unless configured
+// shorter for tests); zero means the rule has no such action.
+type LifecycleRule struct {
+	ID      string `json:"id"`
+	Enabled bool   `json:"enabled,omitempty"`
+	// Prefix and Tags filter the keys the rule applies to (every tag
+	// must match); LegacyPrefix records that the prefix was given as
+	// the rule's top-level Prefix rather than in a Filter.
+	Prefix       string         `json:"prefix,omitempty"`
+	LegacyPrefix bool           `json:"legacy_prefix,omitempty"`
+	Tags         []LifecycleTag `json:"tags,omitempty"`
+	// SizeGreaterThan and SizeLessThan (bytes) filter by object size;
+	// zero is no bound.
+	SizeGreaterThan int64 `json:"size_greater_than,omitempty"`
+	SizeLessThan    int64 `json:"size_less_than,omitempty"`
+	// ExpirationDays and ExpirationDate expire current objects.
+	ExpirationDays int       `json:"expiration_days,omitempty"`
+	ExpirationDate time.Time `json:"expiration_date,omitzero"`
+	// ExpiredObjectDeleteMarker, NoncurrentDays and
+	// NewerNoncurrentVersions are stored and returned but have nothing
+	// to act on while regen keeps no old versions.
+	ExpiredObjectDeleteMarker bool `json:"expired_object_delete_marker,omitempty"`
+	NoncurrentDays            int  `json:"noncurrent_days,omitempty"`
+	NewerNoncurrentVersions   int  `json:"newer_noncurrent_versions,omitempty"`
+	// AbortDays aborts multipart uploads that many days after they
+	// were initiated.
+	AbortDays int `json:"abort_days,omitempty"`
+}
+
+// LifecycleTag is one tag of a lifecycle rule's filter.
+type LifecycleTag struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // ListEntry is one row of a shard server's listing: a key's current manifest

@@ -381,7 +381,7 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 		{http.MethodDelete, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
 		{http.MethodPut, "/other?versioning", []byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`)},
 		{http.MethodDelete, "/other?website", nil},
-		{http.MethodDelete, "/other?lifecycle", nil},
+		{http.MethodDelete, "/other?analytics", nil},
 		{http.MethodPut, "/other?replication", []byte("<ReplicationConfiguration/>")},
 	} {
 		code, body := signedRequest(t, d, r.method, r.path, r.body, nil)
