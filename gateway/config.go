@@ -86,6 +86,15 @@ type Config struct {
 	// or one key of a DeleteObjects request (up to 1000 keys, each with
 	// a manifest read and a tombstone write, would not fit in one).
 	OpTimeout time.Duration
+	// LifecycleDay is the length of a lifecycle rule's day: 24 h, as in
+	// S3; tests and `regen dev` may shorten it to see rules act.
+	LifecycleDay time.Duration
+	// LifecycleInterval is how often the lifecycle service walks the
+	// buckets that have lifecycle rules.
+	LifecycleInterval time.Duration
+	// LifecycleRate bounds the lifecycle service's deletes and upload
+	// aborts, per second.
+	LifecycleRate int
 	// ClockOffset is added to this gateway's wall clock when it makes
 	// versions. It exists for tests and `regen chaos`, which skew one
 	// gateway by minutes to show that clock skew cannot reorder
@@ -106,20 +115,23 @@ type Config struct {
 // DefaultConfig returns a config with every default set.
 func DefaultConfig() Config {
 	return Config{
-		Addr:           "127.0.0.1:9000",
-		Region:         "us-east-1",
-		DefaultCode:    "rs-6-3",
-		StorageClasses: map[string]string{},
-		ChunkSize:      1 << 20,
-		InlineMax:      128 << 10,
-		WriteMemory:    96 << 20,
-		ReadMemory:     64 << 20,
-		BodyMemory:     32 << 20,
-		ShardTimeout:   15 * time.Second,
-		BucketCacheTTL: 2 * time.Second,
-		KeyCacheTTL:    2 * time.Second,
-		OpTimeout:      30 * time.Second,
-		Limits:         DefaultLimits(),
+		Addr:              "127.0.0.1:9000",
+		Region:            "us-east-1",
+		DefaultCode:       "rs-6-3",
+		StorageClasses:    map[string]string{},
+		ChunkSize:         1 << 20,
+		InlineMax:         128 << 10,
+		WriteMemory:       96 << 20,
+		ReadMemory:        64 << 20,
+		BodyMemory:        32 << 20,
+		ShardTimeout:      15 * time.Second,
+		BucketCacheTTL:    2 * time.Second,
+		KeyCacheTTL:       2 * time.Second,
+		OpTimeout:         30 * time.Second,
+		LifecycleDay:      24 * time.Hour,
+		LifecycleInterval: time.Hour,
+		LifecycleRate:     100,
+		Limits:            DefaultLimits(),
 	}
 }
 
@@ -208,6 +220,9 @@ func (c Config) Validate() error {
 	}
 	if c.OpTimeout <= 0 {
 		return fmt.Errorf("gateway: operation timeout %v must be positive", c.OpTimeout)
+	}
+	if c.LifecycleDay <= 0 || c.LifecycleInterval <= 0 || c.LifecycleRate <= 0 {
+		return fmt.Errorf("gateway: lifecycle day %v, interval %v and rate %v must be positive", c.LifecycleDay, c.LifecycleInterval, c.LifecycleRate)
 	}
 	if c.ClusterSecret != "" && c.KeyCacheTTL <= 0 {
 		return fmt.Errorf("gateway: access key cache TTL %v must be positive", c.KeyCacheTTL)

@@ -19,7 +19,8 @@ import (
 // service (lifecycle_service.go) applies them. regen keeps no old
 // versions, so NoncurrentVersionExpiration and ExpiredObjectDeleteMarker
 // are stored and returned but have nothing to act on. Transitions are
-// refused: regen has no storage class to move objects to.
+// refused: regen does not re-encode objects into another storage class
+// in the background.
 
 // maxLifecycleRules is S3's limit of rules per configuration.
 const maxLifecycleRules = 1000
@@ -201,7 +202,7 @@ func parseLifecycleDate(s string) (time.Time, error) {
 // lifecycleAction reads a rule's actions into r.
 func lifecycleAction(in *LifecycleRule, r *metadata.LifecycleRule) error {
 	if len(in.Transitions) > 0 || len(in.NoncurrentTransitions) > 0 {
-		return apiErr("NotImplemented", "regen has one storage class: lifecycle transitions are not supported")
+		return apiErr("NotImplemented", "regen does not implement lifecycle transitions")
 	}
 	if in.Expiration == nil && in.NoncurrentVersionExpiration == nil && in.AbortIncompleteMultipartUpload == nil {
 		return apiErr("InvalidRequest", "At least one action needs to be specified in a rule")
@@ -341,8 +342,10 @@ func lifecycleXML(rules []metadata.LifecycleRule) LifecycleConfiguration {
 			x.Filter = &LifecycleFilter{Tag: &tags[0]}
 		case gt != nil || lt != nil:
 			x.Filter = &LifecycleFilter{ObjectSizeGreaterThan: gt, ObjectSizeLessThan: lt}
-		default:
+		case prefix != "":
 			x.Filter = &LifecycleFilter{Prefix: &prefix}
+		default:
+			x.Filter = &LifecycleFilter{}
 		}
 		switch {
 		case r.ExpirationDays > 0:

@@ -35,6 +35,8 @@ type Gateway struct {
 	events  eventLog // recent events for the status page (events.go)
 	// keys are the stored access keys (accesskeys.go).
 	keys *keyring
+	// lifecycle applies buckets' lifecycle rules (lifecycle_service.go).
+	lifecycle *LifecycleService
 	// policies caches parsed bucket policies (policy.go).
 	policies policyCache
 	// writeBufs lends every write's stripe buffers (Config.WriteMemory).
@@ -70,6 +72,7 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		return nil, err
 	}
 	g.keys = kr
+	g.lifecycle = newLifecycleService(g, cfg.Registerer)
 	for _, name := range g.codeNames() {
 		c, err := g.layer.code(name)
 		if err != nil {
@@ -137,6 +140,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	go g.layer.notify.run(ctx)
+	g.lifecycle.Start(ctx)
+	defer g.lifecycle.Stop()
 	g.metrics.listener.Store(gl)
 	errc := make(chan error, 1)
 	go func() { errc <- g.app.Listener(gl) }()

@@ -50,6 +50,9 @@ type gatewayFlags struct {
 	tlsCert, tlsKey   string
 	domain            string
 	opTimeout         time.Duration
+	lifecycleDay      time.Duration
+	lifecycleInterval time.Duration
+	lifecycleRate     int
 	clockOffset       time.Duration
 	allowDefaultCreds bool
 	limits            limitFlags
@@ -105,6 +108,9 @@ func (f *gatewayFlags) register(o *optionSet, dev bool) {
 	o.String(&f.tlsKey, "tls-key", "REGEN_TLS_KEY", "", "PEM private key of --tls-cert")
 	o.String(&f.domain, "domain", "REGEN_DOMAIN", "", "domain for virtual-hosted-style requests (BUCKET.DOMAIN); empty: path style only")
 	o.Duration(&f.opTimeout, "op-timeout", "REGEN_OP_TIMEOUT", def.OpTimeout, "time limit of one request's metadata work, per key in DeleteObjects")
+	o.Duration(&f.lifecycleDay, "lifecycle-day", "REGEN_LIFECYCLE_DAY", def.LifecycleDay, "length of a lifecycle rule's day (24h as in S3; shorter only to try rules out)")
+	o.Duration(&f.lifecycleInterval, "lifecycle-interval", "REGEN_LIFECYCLE_INTERVAL", def.LifecycleInterval, "how often buckets' lifecycle rules are applied")
+	o.Int(&f.lifecycleRate, "lifecycle-rate", "REGEN_LIFECYCLE_RATE", def.LifecycleRate, "lifecycle deletes and upload aborts per second, at most")
 	o.Duration(&f.clockOffset, "clock-offset", "REGEN_CLOCK_OFFSET", 0, "testing only: shift this gateway's clock (e.g. -10m) to check that clock skew cannot reorder acknowledged writes")
 	allow := o.Bool(&f.allowDefaultCreds, "allow-default-credentials", "REGEN_ALLOW_DEFAULT_CREDENTIALS", dev, "start even with the built-in default access key ("+defaultAccessKey+"): only for a throwaway cluster no one else can reach")
 	if dev {
@@ -168,6 +174,15 @@ func (f *gatewayFlags) Validate() error {
 	if f.opTimeout <= 0 {
 		return badOption("op-timeout", "must be positive")
 	}
+	if f.lifecycleDay <= 0 {
+		return badOption("lifecycle-day", "must be positive")
+	}
+	if f.lifecycleInterval <= 0 {
+		return badOption("lifecycle-interval", "must be positive")
+	}
+	if f.lifecycleRate <= 0 {
+		return badOption("lifecycle-rate", "must be positive")
+	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return badOption("tls-cert", "--tls-cert and --tls-key go together")
 	}
@@ -226,6 +241,7 @@ func (f *gatewayFlags) config() (gateway.Config, error) {
 	}
 	cfg.ChunkSize, cfg.WriteMemory, cfg.ReadMemory, cfg.BodyMemory = f.chunk, f.writeMemory, f.readMemory, f.bodyMemory
 	cfg.OpTimeout = f.opTimeout
+	cfg.LifecycleDay, cfg.LifecycleInterval, cfg.LifecycleRate = f.lifecycleDay, f.lifecycleInterval, f.lifecycleRate
 	cfg.ClockOffset = f.clockOffset
 	cfg.SSECOverHTTP = f.sseCOverHTTP
 	if f.sseKeys != "" {

@@ -1,0 +1,291 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// The lifecycle service applies buckets' lifecycle rules: every
+// LifecycleInterval it walks the buckets that have rules, lists their
+// keys page by page and writes a tombstone over each expired object (the
+// DELETE path: a quorum write, fenced like any other), and aborts the
+// multipart uploads older than a rule's DaysAfterInitiation. Deletes and
+// aborts together are paced to LifecycleRate per second. A pass starts
+// each bucket from its first key again (a pass interrupted by a restart
+// is simply redone: every action is idempotent). Every gateway runs the
+// service and there is no leader election: gateways that act on the same
+// key at once both write a tombstone for an object that is already
+// expired, which is harmless, and an upload aborted twice is aborted.
+
+// lifecyclePage is how many keys or uploads one listing call returns.
+const lifecyclePage = 1000
+
+// LifecycleStatus is what the lifecycle service has done since the
+// gateway started.
+type LifecycleStatus struct {
+	Passes  int64     `json:"passes"`
+	Expired int64     `json:"expired"`
+	Aborted int64     `json:"aborted"`
+	Errors  int64     `json:"errors"`
+	LastRun time.Time `json:"last_run,omitzero"`
+}
+
+// LifecycleService applies lifecycle rules in the background (see above).
+type LifecycleService struct {
+	g       *Gateway
+	limit   *rate.Limiter
+	expired prometheus.Counter
+	aborted prometheus.Counter
+	passes  prometheus.Counter
+	errs    prometheus.Counter
+
+	mu     sync.Mutex
+	status LifecycleStatus
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newLifecycleService(g *Gateway, reg prometheus.Registerer) *LifecycleService {
+	s := &LifecycleService{
+		g:       g,
+		limit:   rate.NewLimiter(rate.Limit(g.cfg.LifecycleRate), 1),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_objects_expired_total", Help: "Objects deleted by lifecycle expiration rules."}),
+		aborted: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_uploads_aborted_total", Help: "Incomplete multipart uploads aborted by lifecycle rules."}),
+		passes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_passes_total", Help: "Completed passes of the lifecycle service over the buckets with rules."}),
+		errs:    prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_errors_total", Help: "Lifecycle listings, deletes and aborts that failed (retried next pass)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(s.expired, s.aborted, s.passes, s.errs)
+	}
+	return s
+}
+
+// Lifecycle returns the gateway's lifecycle service.
+func (g *Gateway) Lifecycle() *LifecycleService { return g.lifecycle }
+
+// Start runs passes every LifecycleInterval until Stop or ctx ends. A
+// second Start while running does nothing.
+func (s *LifecycleService) Start(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go s.run(ctx, s.done)
+}
+
+// Stop ends the service and waits for the current action to end.
+func (s *LifecycleService) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.cancel, s.done = nil, nil
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// Status returns the service's counts so far.
+func (s *LifecycleService) Status() LifecycleStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
+func (s *LifecycleService) run(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.g.cfg.LifecycleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.pass(ctx)
+	}
+}
+
+// count records one outcome in the status and the metrics.
+func (s *LifecycleService) count(expired, aborted, errs int64) {
+	s.mu.Lock()
+	s.status.Expired += expired
+	s.status.Aborted += aborted
+	s.status.Errors += errs
+	s.mu.Unlock()
+	s.expired.Add(float64(expired))
+	s.aborted.Add(float64(aborted))
+	s.errs.Add(float64(errs))
+}
+
+// pass applies the rules of every bucket once.
+func (s *LifecycleService) pass(ctx context.Context) {
+	lctx, cancel := s.g.opContext()
+	buckets, err := s.g.layer.listBuckets(lctx, s.g.buckets)
+	cancel()
+	if err != nil {
+		s.g.log.Warn("lifecycle: buckets not listed", "err", err)
+		s.count(0, 0, 1)
+		return
+	}
+	for i := range buckets {
+		b := &buckets[i]
+		if len(b.Lifecycle) == 0 || ctx.Err() != nil {
+			continue
+		}
+		s.expireObjects(ctx, b)
+		s.abortUploads(ctx, b)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	s.status.Passes++
+	s.status.LastRun = time.Now()
+	s.mu.Unlock()
+	s.passes.Inc()
+}
+
+// withoutTags returns rules with their tag conditions dropped: what a
+// listing entry (which carries no tags) can be checked against.
+func withoutTags(rules []metadata.LifecycleRule) []metadata.LifecycleRule {
+	out := make([]metadata.LifecycleRule, len(rules))
+	for i, r := range rules {
+		r.Tags = nil
+		out[i] = r
+	}
+	return out
+}
+
+// expireObjects deletes the expired objects of bucket b.
+func (s *LifecycleService) expireObjects(ctx context.Context, b *metadata.Bucket) {
+	loose := withoutTags(b.Lifecycle)
+	active := false
+	for _, r := range b.Lifecycle {
+		active = active || (r.Enabled && (r.ExpirationDays > 0 || !r.ExpirationDate.IsZero()))
+	}
+	day := s.g.cfg.LifecycleDay
+	for after := ""; active && ctx.Err() == nil; {
+		lctx, cancel := s.g.opContext()
+		res, err := s.g.layer.list(lctx, listParams{Bucket: b.Name, After: after, Max: lifecyclePage})
+		cancel()
+		if err != nil {
+			s.g.log.Warn("lifecycle: keys not listed", "bucket", b.Name, "after", after, "err", err)
+			s.count(0, 0, 1)
+			return
+		}
+		for _, e := range res.Objects {
+			if e.Deleted || !objectExpires(loose, e.Key, e.Size, nil, e.Modified, time.Now(), day) {
+				continue
+			}
+			if s.limit.Wait(ctx) != nil {
+				return
+			}
+			deleted, err := s.expire(b, e)
+			switch {
+			case err != nil:
+				s.g.log.Warn("lifecycle: expired object not deleted", "bucket", b.Name, "key", e.Key, "err", err)
+				s.count(0, 0, 1)
+			case deleted:
+				s.count(1, 0, 0)
+			}
+		}
+		if !res.Truncated || res.Last == "" {
+			return
+		}
+		after = res.Last
+	}
+}
+
+// expire deletes the current version of e's key if it is still the one
+// listed and expires by the rules, tags included: a key written again
+// since the listing is left alone. It is deleteKey with that check.
+func (s *LifecycleService) expire(b *metadata.Bucket, e metadata.ListEntry) (bool, error) {
+	ctx, cancel := s.g.opContext()
+	defer cancel()
+	deleted := false
+	err := s.g.layer.fenced(ctx, func() error {
+		m, err := s.g.layer.readHead(ctx, b.Name, e.Key)
+		if errors.Is(err, errNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if m.Version != e.Version || !objectExpires(b.Lifecycle, m.Key, m.Size, m.Tags, m.Modified, time.Now(), s.g.cfg.LifecycleDay) {
+			return nil
+		}
+		tomb := s.g.layer.tombstone(m)
+		if err := s.g.layer.replaceManifest(ctx, tomb, m.Placement, s.g.layer.writeQuorum(m), shardrpc.NoLease); err != nil {
+			return err
+		}
+		deleted = true
+		return nil
+	})
+	return deleted, err
+}
+
+// abortUploads aborts the multipart uploads of bucket b that a rule
+// says are too old.
+func (s *LifecycleService) abortUploads(ctx context.Context, b *metadata.Bucket) {
+	active := false
+	for _, r := range b.Lifecycle {
+		active = active || (r.Enabled && r.AbortDays > 0)
+	}
+	q := metadata.UploadQuery{Bucket: b.Name}
+	for active && ctx.Err() == nil {
+		lctx, cancel := s.g.opContext()
+		us, truncated, err := s.g.layer.listUploads(lctx, q, lifecyclePage)
+		cancel()
+		if err != nil {
+			s.g.log.Warn("lifecycle: uploads not listed", "bucket", b.Name, "err", err)
+			s.count(0, 0, 1)
+			return
+		}
+		for _, u := range us {
+			if !uploadExpires(b.Lifecycle, u.Key, u.Initiated, time.Now(), s.g.cfg.LifecycleDay) {
+				continue
+			}
+			if s.limit.Wait(ctx) != nil {
+				return
+			}
+			switch err := s.abort(b.Name, u.Key, u.ID); {
+			case errors.Is(err, errNoUpload): // finished or aborted since listed
+			case err != nil:
+				s.g.log.Warn("lifecycle: upload not aborted", "bucket", b.Name, "key", u.Key, "upload", u.ID, "err", err)
+				s.count(0, 0, 1)
+			default:
+				s.count(0, 1, 0)
+			}
+		}
+		if !truncated || len(us) == 0 {
+			return
+		}
+		q.KeyMarker, q.IDMarker = us[len(us)-1].Key, us[len(us)-1].ID
+	}
+}
+
+// abort aborts one upload as AbortMultipartUpload does.
+func (s *LifecycleService) abort(bucket, key, id string) error {
+	ctx, cancel := s.g.opContext()
+	defer cancel()
+	u, err := s.g.layer.getUpload(ctx, bucket, key, id)
+	if err != nil {
+		return err
+	}
+	if s.g.layer.finishUpload(ctx, u, nil) == 0 {
+		return errUnavailable
+	}
+	return nil
+}
