@@ -141,13 +141,20 @@ func (g *Gateway) commitChecked(ctx context.Context, m *metadata.Manifest, holde
 }
 
 // fenced runs write, a manifest write made without the key's lease, again
-// while servers refuse it because another writer holds the lease, up to
-// leaseWait. Each try must take a new version.
+// while servers refuse it because another writer holds the lease or a
+// newer version, up to leaseWait. Each try must take a new version.
+//
+// A try that k servers stored (errStayed) is never followed by another:
+// a read may have returned it, and a second version of the same request
+// landing after a newer write would make one request take effect twice,
+// the second time over a write that had replaced the first (chaos seed
+// 222: a PUT read back, replaced by a concurrent PUT that was read back
+// too, then current again). Such a request fails (5xx, outcome open).
 func (l *layer) fenced(ctx context.Context, write func() error) error {
 	deadline := time.Now().Add(leaseWait)
 	for {
 		err := write()
-		if !errors.Is(err, shardrpc.ErrLeaseHeld) && !errors.Is(err, errNewer) {
+		if errors.Is(err, errStayed) || (!errors.Is(err, shardrpc.ErrLeaseHeld) && !errors.Is(err, errNewer)) {
 			return err
 		}
 		if time.Now().After(deadline) {

@@ -144,10 +144,14 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 		}
 		qerr := &stripe.QuorumError{Op: "tombstone write", Want: quorum, Got: len(stored[t]), Errs: failed[t]}
 		switch {
-		case errors.Is(qerr, shardrpc.ErrLeaseHeld) || errors.Is(qerr, errNewer):
-			if len(stored[t]) < l.readQuorum(m) {
-				l.abortManifest(m, stored[t])
-			}
+		case len(stored[t]) < l.readQuorum(m) && (errors.Is(qerr, shardrpc.ErrLeaseHeld) || errors.Is(qerr, errNewer)):
+			// Refused: taken back and deleted again on its own, with a
+			// newer version. Only below k: once k servers hold the
+			// tombstone a read may have seen the key deleted, and a
+			// second tombstone over the newer write that refused this
+			// one would make the request take effect twice (see fenced);
+			// then this same tombstone is completed or fails, below.
+			l.abortManifest(m, stored[t])
 			slow = append(slow, i)
 		default:
 			// NB: a batch call that failed (timed out on a busy server)

@@ -61,7 +61,8 @@ var (
 	// must stay too. Callers must not delete its shard files or parts.
 	errStayed = errors.New("the failed write stays: k servers stored it")
 	// errNewer: a server holds a newer version than the one written. The
-	// write is tried again with a newer version (fenced): counting it as
+	// write is tried again with a newer version (fenced) unless k servers
+	// stored it (errStayed, which is never tried again): counting it as
 	// a race it was allowed to lose is wrong when the newer version is a
 	// conditional write that checked the key before this one landed
 	// (chaos seed 707: an acknowledged PUT lost to an If-Match PUT).
