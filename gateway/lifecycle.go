@@ -454,23 +454,9 @@ func (g *Gateway) bucketLifecycle(c *fiber.Ctx, req *request) error {
 		if err != nil {
 			return err
 		}
-		if err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-			b.Lifecycle = rules
-			return nil
-		}); err != nil {
-			return bucketErr(err)
-		}
-		c.Status(fiber.StatusOK)
-		return nil
+		return g.setBucketConfig(c, req, fiber.StatusOK, func(b *metadata.Bucket) { b.Lifecycle = rules })
 	case fiber.MethodDelete:
-		if err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-			b.Lifecycle = nil
-			return nil
-		}); err != nil {
-			return bucketErr(err)
-		}
-		c.Status(fiber.StatusNoContent)
-		return nil
+		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Lifecycle = nil })
 	}
 	return apiErr("MethodNotAllowed", "")
 }

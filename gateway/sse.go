@@ -282,18 +282,20 @@ func (g *Gateway) bucketEncryption(c *fiber.Ctx, req *request) error {
 		if g.cfg.SSEKeys == nil {
 			return errNoKeyring
 		}
-		return g.setBucketEncryption(c, req, sseAES256, fiber.StatusOK)
+		return g.setBucketConfig(c, req, fiber.StatusOK, func(b *metadata.Bucket) { b.Encryption = sseAES256 })
 	case fiber.MethodDelete:
-		return g.setBucketEncryption(c, req, "", fiber.StatusNoContent)
+		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Encryption = "" })
 	}
 	return apiErr("MethodNotAllowed", "")
 }
 
-func (g *Gateway) setBucketEncryption(c *fiber.Ctx, req *request, algo string, status int) error {
+// setBucketConfig stores a bucket setting (a sub-resource's Put or
+// Delete: set changes the bucket record) and answers status.
+func (g *Gateway) setBucketConfig(c *fiber.Ctx, req *request, status int, set func(*metadata.Bucket)) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
 	err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-		b.Encryption = algo
+		set(b)
 		return nil
 	})
 	if err != nil {
