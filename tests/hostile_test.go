@@ -696,14 +696,31 @@ func (h *hostile) descriptorFlood(t *testing.T) {
 			c.Close()
 		}
 	}()
-	for i := range 320 {
-		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("127.0.0.%d", 3+i%3))}}
-		c, err := d.Dial("tcp", strings.TrimPrefix(h.d.info.Endpoint, "http://"))
-		if err != nil {
-			continue // the backlog is full: that is the point
+	// Dial in batches until the gateway has had no free descriptor below
+	// its limit after a few batches (then connections wait in the backlog
+	// and its accepts fail with EMFILE). A fixed number of
+	// connections is not enough: pooled connections to the shard servers
+	// close during the flood, and the flood's own connections take the
+	// descriptors they free, so the limit may never be reached (the
+	// flake this loop replaces: 320 connections, no EMFILE).
+	const batch, maxConns, fullBatches = 20, 2000, 3
+	full, dialed := 0, 0
+	for dialed < maxConns && full < fullBatches {
+		for range batch {
+			d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("127.0.0.%d", 3+dialed%3))}}
+			dialed++
+			c, err := d.Dial("tcp", strings.TrimPrefix(h.d.info.Endpoint, "http://"))
+			if err != nil {
+				continue // the backlog is full: that is the point
+			}
+			conns = append(conns, c)
 		}
-		conns = append(conns, c)
+		time.Sleep(50 * time.Millisecond) // let the gateway accept them
+		if freeDescriptors(t, h.pid, limit) == 0 {
+			full++
+		}
 	}
+	t.Logf("dialed %d flood connections (%d connected); the gateway's descriptors were all in use after %d of the batches", dialed, len(conns), full)
 	// A normal client gets through during the flood (its SDK retries
 	// SlowDown answers).
 	deadline := time.Now().Add(30 * time.Second)
@@ -748,6 +765,23 @@ func (h *hostile) descriptorFlood(t *testing.T) {
 	t.Logf("listener: %v accepts hit EMFILE, %v connections refused, %v reclaimed",
 		h.metric(t, "regen_s3_accept_fd_exhausted_total"), h.metric(t, "regen_s3_connections_refused_total"), h.metric(t, "regen_s3_connections_reclaimed_total"))
 	h.serves(t)
+}
+
+// freeDescriptors counts the descriptor numbers below limit that process
+// pid does not use: 0 means its next open or accept fails with EMFILE.
+func freeDescriptors(t *testing.T, pid int, limit uint64) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := 0
+	for _, fd := range fds {
+		if n, err := strconv.ParseUint(fd.Name(), 10, 64); err == nil && n < limit {
+			used++
+		}
+	}
+	return int(limit) - used
 }
 
 // metric reads one unlabelled metric from the gateway's /metrics.
