@@ -190,7 +190,7 @@ func (l *layer) completeTombstone(ctx context.Context, m *metadata.Manifest, sto
 			rest = append(rest, id)
 		}
 	}
-	more, errs := l.putOnLive(ctx, m, rest, shardrpc.NoLease)
+	more, _, errs := l.putOnLive(ctx, m, rest, shardrpc.NoLease)
 	all := append(slices.Clone(stored), more...)
 	if len(all) >= quorum {
 		if l.notify != nil {

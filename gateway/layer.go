@@ -23,7 +23,7 @@ import (
 type ShardAPI interface {
 	stripe.Shards
 	DeleteShard(ctx context.Context, addr, fileID string, idx int) error
-	PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, lease string) (bool, metadata.Version, error)
+	PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, lease string) (shardrpc.PutManifestResponse, error)
 	GetManifestVersionsBatch(ctx context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error)
 	PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, lease string) ([]shardrpc.PutResult, error)
 	Committed(ctx context.Context, addr string, refs []shardrpc.VersionRef) error
@@ -472,30 +472,25 @@ func (l *layer) writeQuorum(m *metadata.Manifest) int {
 }
 
 // writeManifest stores m on nodes and succeeds when at least quorum of
-// them made it durable (or already hold a newer version, which means this
-// write lost a race to a write concurrent with it: commit made m newer
-// than every version acknowledged before it began). lease is the holder
-// of the key's lease the writer holds, or shardrpc.NoLease: servers
-// refuse the write while someone else holds the key's lease.
+// them made it durable. A server that holds a newer version refuses it
+// (errNewer; see commit for why a write may try again). lease is the
+// holder of the key's lease the writer holds, or shardrpc.NoLease:
+// servers refuse the write while someone else holds the key's lease.
+//
+// Once m is on a quorum, the servers where it replaced a version (an
+// overwrite, a tombstone) are told (notifier), so that their confirm jobs
+// need not ask their peers.
 func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) error {
 	_, err := l.storeManifest(ctx, m, nodes, quorum, lease)
 	return err
 }
 
-// replaceManifest is writeManifest for a write that replaces a version
-// (an overwrite, a tombstone): once it is on a quorum, the servers that
-// stored it are told (notifier), so their confirm jobs need not ask.
-func (l *layer) replaceManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) error {
-	stored, err := l.storeManifest(ctx, m, nodes, quorum, lease)
-	if err == nil && l.notify != nil {
-		l.notify.committed(m, stored)
-	}
-	return err
-}
-
 // storeManifest is writeManifest; it returns the addresses that stored m.
 func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) ([]string, error) {
-	stored, errs := l.putOnLive(ctx, m, nodes, lease)
+	stored, replaced, errs := l.putOnLive(ctx, m, nodes, lease)
+	if ok := len(stored); ok >= quorum && len(replaced) > 0 && l.notify != nil {
+		l.notify.committed(m, replaced)
+	}
 	if ok := len(stored); ok < quorum {
 		// Taken back only while no read can have returned it (readers
 		// need k holders): once k servers hold it, a reader may have
@@ -513,26 +508,29 @@ func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 }
 
 // putOnLive writes m to the live servers among nodes and returns the
-// addresses that stored it and the failures; a server that holds a newer
-// version counts as a failure (errNewer), and the clock moves past it.
-func (l *layer) putOnLive(ctx context.Context, m *metadata.Manifest, nodes []string, lease string) ([]string, []error) {
+// addresses that stored it, those of them where it replaced a version, and
+// the failures; a server that holds a newer version counts as a failure
+// (errNewer), and the clock moves past it.
+func (l *layer) putOnLive(ctx context.Context, m *metadata.Manifest, nodes []string, lease string) (stored, replaced []string, errs []error) {
 	var mu sync.Mutex
-	var stored []string
-	_, errs := l.onLive(nodes, func(_, addr string) error {
-		_, cur, err := l.shards.PutManifestFenced(ctx, addr, m, lease)
+	_, errs = l.onLive(nodes, func(_, addr string) error {
+		res, err := l.shards.PutManifestFenced(ctx, addr, m, lease)
 		if err != nil {
 			return err
 		}
-		if m.Version.Less(cur) {
-			l.clock.observe(cur)
-			return fmt.Errorf("%w: %s over %s", errNewer, cur, m.Version)
+		if m.Version.Less(res.Current) {
+			l.clock.observe(res.Current)
+			return fmt.Errorf("%w: %s over %s", errNewer, res.Current, m.Version)
 		}
 		mu.Lock()
 		stored = append(stored, addr)
+		if res.Replaced {
+			replaced = append(replaced, addr)
+		}
 		mu.Unlock()
 		return nil
 	})
-	return stored, errs
+	return stored, replaced, errs
 }
 
 // abortManifest takes a failed manifest write that fewer than k servers

@@ -227,7 +227,7 @@ func (s *LifecycleService) expire(b *metadata.Bucket, e metadata.ListEntry) (boo
 			return nil
 		}
 		tomb := s.g.layer.tombstone(m)
-		if err := s.g.layer.replaceManifest(ctx, tomb, m.Placement, s.g.layer.writeQuorum(m), shardrpc.NoLease); err != nil {
+		if err := s.g.layer.writeManifest(ctx, tomb, m.Placement, s.g.layer.writeQuorum(m), shardrpc.NoLease); err != nil {
 			return err
 		}
 		deleted = true

@@ -27,6 +27,7 @@ type fakeManifests struct {
 	// refuse makes live servers fail manifest writes.
 	refuse map[string]bool
 	calls  int
+	puts   int // manifest writes (calls counts lookups too)
 	// refuseBatch makes these servers fail batched manifest writes only
 	// (a batch call that timed out).
 	refuseBatch map[string]bool
@@ -113,16 +114,19 @@ func (f *fakeManifests) GetManifestVersionsBatch(_ context.Context, addr, bucket
 	return out, nil
 }
 
-func (f *fakeManifests) PutManifestFenced(_ context.Context, addr string, m *metadata.Manifest, _ string) (bool, metadata.Version, error) {
+func (f *fakeManifests) PutManifestFenced(_ context.Context, addr string, m *metadata.Manifest, _ string) (shardrpc.PutManifestResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	f.puts++
 	if f.down[addr] || f.refuse[addr] {
-		return false, metadata.Version{}, fmt.Errorf("%s down", addr)
+		return shardrpc.PutManifestResponse{}, fmt.Errorf("%s down", addr)
 	}
 	f.racePut()
+	had := len(f.versions(addr, m.Bucket, m.Key)) > 0
 	f.store(addr, m)
-	return true, f.current(addr, m), nil
+	cur := f.current(addr, m)
+	return shardrpc.PutManifestResponse{Stored: cur == m.Version, Current: cur, Replaced: had && cur == m.Version}, nil
 }
 
 func (f *fakeManifests) PutManifestsFenced(_ context.Context, addr string, ms []*metadata.Manifest, _ string) ([]shardrpc.PutResult, error) {
@@ -359,7 +363,7 @@ func TestStayedWriteIsNotTriedAgain(t *testing.T) {
 		f.beforePut = func() { landNewerOn(g, f, "b", "k", 6, 9) }
 		order, _ := g.layer.manifestOrder("b", "k")
 		m := &metadata.Manifest{Bucket: "b", Key: "k", Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("mine"), ETag: "mine"}
-		if err := g.commit(ctx, m, m.Placement, 7, nil, nil); !errors.Is(err, errStayed) {
+		if err := g.commit(ctx, m, m.Placement, 7, nil); !errors.Is(err, errStayed) {
 			t.Fatalf("commit on 6 of 9: %v, want it to stay and fail", err)
 		}
 		if n := f.distinctVersions("b", "k", func(m *metadata.Manifest) bool { return m.ETag == "mine" }); n != 1 {
@@ -439,7 +443,8 @@ func TestFailedWriteStaysOnceVisible(t *testing.T) {
 }
 
 // TestProbeAsksFew: a write's probe asks n-k+1 servers when they answer,
-// more when some fail, and sees a version held by k servers either way.
+// more when some fail, and sees a version held by k servers either way:
+// the clock moves past it.
 func TestProbeAsksFew(t *testing.T) {
 	ctx := context.Background()
 	g, f, kill := fakeCluster(t, 12)
@@ -447,43 +452,136 @@ func TestProbeAsksFew(t *testing.T) {
 	// A failed write that stayed: held by the last six of the first nine.
 	m := putFake(g, f, "b", "k", 0, 1, 2)
 	f.calls = 0
-	if !g.layer.probe(ctx, "b", "k") {
-		t.Fatal("probe missed a version six servers hold")
-	}
+	g.layer.probe(ctx, "b", "k")
 	if f.calls != 4 {
 		t.Errorf("probe made %d calls, want 4", f.calls)
 	}
 	if v := g.layer.clock.next(); !m.Version.Less(v) {
 		t.Errorf("next version %v not past the probed %v", v, m.Version)
 	}
+	newer := landNewerOn(g, f, "b", "k", 3, 9)
 	kill(idx(order[3]), idx(order[4]))
-	f.calls = 0
-	if !g.layer.probe(ctx, "b", "k") {
-		t.Fatal("probe with two servers down missed the version")
+	g.layer.probe(ctx, "b", "k")
+	if v := g.layer.clock.next(); !newer.Version.Less(v) {
+		t.Errorf("with two servers down: next version %v not past the probed %v", v, newer.Version)
 	}
 }
 
-// TestWriteAfterStaleProbeIsNewest (chaos seed 707): an unconditional
-// write versioned from a probe made when its upload began must not land
-// older than a version written meanwhile (here by a gateway whose clock
-// is an hour ahead, as an If-Match PUT that checked the key before this
-// write landed would be): it is tried again with a newer version and ends
-// the key's current one.
-func TestWriteAfterStaleProbeIsNewest(t *testing.T) {
+// TestWriteRacedByNewerIsNewest (chaos seed 707): an unconditional write
+// must not land older than a version written while it was in flight (here
+// by a gateway whose clock is an hour ahead, as an If-Match PUT that
+// checked the key before this write landed would be): it is tried again
+// with a newer version and ends the key's current one.
+func TestWriteRacedByNewerIsNewest(t *testing.T) {
 	ctx := context.Background()
 	g, f, _ := fakeCluster(t, 12)
 	putFake(g, f, "b", "k")
-	probed := make(chan bool, 1)
-	probed <- g.layer.probe(ctx, "b", "k")
 	f.beforePut = func() { landNewer(g, f, "b", "k") }
 	order, _ := g.layer.manifestOrder("b", "k")
 	m := &metadata.Manifest{Bucket: "b", Key: "k", Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("mine"), ETag: "mine"}
-	if err := g.commit(ctx, m, m.Placement, 7, nil, probed); err != nil {
+	if err := g.commit(ctx, m, m.Placement, 7, nil); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 	got, err := g.layer.readManifest(ctx, "b", "k")
 	if err != nil || got.ETag != "mine" {
 		t.Fatalf("after the acknowledged write: %v, %v; want it current", got, err)
+	}
+}
+
+// TestWriteAsksNothingFirst: with the key's servers up, an unconditional
+// write sends its manifest at once (one call per server, no lookup); with
+// two of its first nine servers down it reads the key's versions first
+// (a stale try could then reach k servers: see staleRefused).
+func TestWriteAsksNothingFirst(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		down  int
+		probe bool
+	}{{0, false}, {1, false}, {2, true}} {
+		t.Run(fmt.Sprintf("%d down", tc.down), func(t *testing.T) {
+			g, f, kill := fakeCluster(t, 12)
+			putFake(g, f, "b", "k")
+			order, _ := g.layer.manifestOrder("b", "k")
+			var dead []int
+			for i := range tc.down {
+				dead = append(dead, idx(order[i]))
+			}
+			kill(dead...)
+			_, addrs := g.layer.liveShards()
+			var placement []string
+			for _, id := range order {
+				if _, live := addrs[id]; live && len(placement) < 9 {
+					placement = append(placement, id)
+				}
+			}
+			m := &metadata.Manifest{Bucket: "b", Key: "k", Code: "rs-6-3", Placement: placement, Size: 1, Inline: []byte("mine"), ETag: "mine"}
+			f.calls, f.puts = 0, 0
+			if err := g.commit(ctx, m, m.Placement, 7, nil); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			if lookups := f.calls - f.puts; (lookups > 0) != tc.probe || f.puts != 9 {
+				t.Errorf("%d lookups and %d manifest writes; want a probe: %v, and 9 writes", lookups, f.puts, tc.probe)
+			}
+		})
+	}
+}
+
+// TestWriteBehindClockIsNewest (issue 16, case 3): a gateway whose clock
+// is ten minutes behind the version it overwrites writes without reading
+// first; the servers refuse the stale try, it is taken back, and the
+// write is tried once more with a version past the refusing one, which
+// ends current.
+func TestWriteBehindClockIsNewest(t *testing.T) {
+	ctx := context.Background()
+	g, f, _ := fakeCluster(t, 12)
+	g.layer.clock.offset = -10 * time.Minute
+	order, _ := g.layer.manifestOrder("b", "k")
+	old := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: time.Now().UnixNano(), Writer: "other"}, Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("old"), ETag: "old"}
+	for _, id := range order[:9] {
+		f.store("a"+id[1:], old)
+	}
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("mine"), ETag: "mine"}
+	f.puts = 0
+	if err := g.commit(ctx, m, m.Placement, 7, nil); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if !old.Version.Less(m.Version) {
+		t.Fatalf("acknowledged version %v is not past the overwritten %v", m.Version, old.Version)
+	}
+	if f.puts != 18 {
+		t.Errorf("%d manifest writes, want 18 (one refused round, one stored)", f.puts)
+	}
+	if got, err := g.layer.readManifest(ctx, "b", "k"); err != nil || got.ETag != "mine" {
+		t.Fatalf("read after the write: %v, %v; want it current", got, err)
+	}
+	if n := f.distinctVersions("b", "k", func(m *metadata.Manifest) bool { return m.ETag == "mine" }); n != 1 {
+		t.Errorf("%d versions of the write are left on the servers, want 1 (the refused try taken back)", n)
+	}
+}
+
+// TestStaleWriteProbesWhenServersAreDown: with four of the key's first
+// nine servers down, four of them holding its visible version, a write
+// from a gateway whose clock is behind would be stored by seven servers
+// (the three live non-holders and the four past the first nine that its
+// placement reaches): acknowledged, and older than a version a read may
+// have returned. It reads the key's versions first and writes past them.
+func TestStaleWriteProbesWhenServersAreDown(t *testing.T) {
+	ctx := context.Background()
+	g, f, kill := fakeCluster(t, 13)
+	g.layer.clock.offset = -10 * time.Minute
+	order, _ := g.layer.manifestOrder("b", "k")
+	visible := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: time.Now().UnixNano(), Writer: "other"}, Code: "rs-6-3", Placement: order[:9], Size: 1, Inline: []byte("v"), ETag: "v"}
+	for _, id := range order[:6] {
+		f.store("a"+id[1:], visible)
+	}
+	kill(idx(order[0]), idx(order[1]), idx(order[2]), idx(order[3]))
+	placement := slices.Clone(order[4:13])
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Code: "rs-6-3", Placement: placement, Size: 1, Inline: []byte("mine"), ETag: "mine"}
+	if err := g.commit(ctx, m, m.Placement, 7, nil); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if !visible.Version.Less(m.Version) {
+		t.Fatalf("acknowledged version %v is older than the visible %v", m.Version, visible.Version)
 	}
 }
 

@@ -243,7 +243,7 @@ func (g *Gateway) completeMultipartUpload(c *fiber.Ctx, req *request) error {
 	for i, p := range m.Parts {
 		keep[i] = p.ID
 	}
-	if err := g.commit(ctx, m, u.Placement, quorum, cond, nil); err != nil {
+	if err := g.commit(ctx, m, u.Placement, quorum, cond); err != nil {
 		if errors.Is(err, errStayed) {
 			// The object is visible with these parts: the upload is
 			// over, or an abort (or its expiry) would delete its data.

@@ -240,13 +240,6 @@ func (g *Gateway) storeObject(ctx context.Context, req *request, m *metadata.Man
 	var sum [md5.Size]byte
 	var ok []bool
 	var err error
-	var probed <-chan bool
-	if cond == nil {
-		probed = g.layer.startProbe(ctx, m.Bucket, m.Key)
-		// Whatever happens below, the probe is waited for: it must not
-		// outlive the request's context.
-		defer func() { <-probed }()
-	}
 	var sealed *sealing
 	if m.SSE != nil && size > 0 {
 		if sealed, err = newSealing(seal, body, size); err != nil {
@@ -290,7 +283,7 @@ func (g *Gateway) storeObject(ctx context.Context, req *request, m *metadata.Man
 		}
 	}
 	quorum := min(code.DataShards()+1, len(m.Placement))
-	if err := g.commit(ctx, m, holders, quorum, cond, probed); err != nil {
+	if err := g.commit(ctx, m, holders, quorum, cond); err != nil {
 		// NB: a write that stayed (errStayed) keeps its shards: its
 		// manifest is visible, and the shards are its data.
 		if !errors.Is(err, errStayed) {
@@ -441,7 +434,7 @@ func (g *Gateway) deleteKey(ctx context.Context, bucket, key string) error {
 			return err
 		}
 		tomb := g.layer.tombstone(m)
-		return g.layer.replaceManifest(ctx, tomb, m.Placement, g.layer.writeQuorum(m), shardrpc.NoLease)
+		return g.layer.writeManifest(ctx, tomb, m.Placement, g.layer.writeQuorum(m), shardrpc.NoLease)
 	})
 }
 

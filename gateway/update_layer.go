@@ -85,7 +85,7 @@ func (l *layer) updateLocked(ctx context.Context, before *metadata.Manifest, fn 
 		return nil, false, errors.New("updateObject: fn changed the object's data")
 	}
 	m.Version = l.clock.next()
-	if err := l.replaceManifest(lctx, &m, m.Placement, quorum, kl.holder); err != nil {
+	if err := l.writeManifest(lctx, &m, m.Placement, quorum, kl.holder); err != nil {
 		return nil, false, err
 	}
 	return &m, false, nil

@@ -18,7 +18,7 @@ func TestPutBatchReportsCurrent(t *testing.T) {
 	mk := func(key string, ts int64) *metadata.Manifest {
 		return &metadata.Manifest{Bucket: "b", Key: key, Version: metadata.Version{TS: ts, Writer: "w"}, Deleted: true}
 	}
-	if _, _, err := env.client.PutManifestFenced(ctx, env.addr, mk("k1", 200), shardrpc.NoLease); err != nil {
+	if _, err := env.client.PutManifestFenced(ctx, env.addr, mk("k1", 200), shardrpc.NoLease); err != nil {
 		t.Fatal(err)
 	}
 	res, err := env.client.PutManifestsFenced(ctx, env.addr, []*metadata.Manifest{mk("k1", 100), mk("k2", 100)}, shardrpc.NoLease)
@@ -28,6 +28,30 @@ func TestPutBatchReportsCurrent(t *testing.T) {
 	for i, want := range []int64{200, 100} {
 		if r := res[i]; r.Err() != nil || r.Current == nil || r.Current.TS != want {
 			t.Errorf("result %d: %+v, want current version at %d", i, r, want)
+		}
+	}
+}
+
+// TestPutManifestReportsReplaced: a manifest write says whether it
+// replaced the key's current version (the gateway then tells the server
+// once the write is on a quorum, settling the confirm job it queued), and
+// not when the key was new or the write was older than the current one.
+func TestPutManifestReportsReplaced(t *testing.T) {
+	env := newEnv(t, nil)
+	ctx := context.Background()
+	mk := func(ts int64) *metadata.Manifest {
+		return &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: ts, Writer: "w"}, Deleted: true}
+	}
+	for _, tc := range []struct {
+		ts               int64
+		stored, replaced bool
+	}{{100, true, false}, {200, true, true}, {150, false, false}} {
+		res, err := env.client.PutManifestFenced(ctx, env.addr, mk(tc.ts), shardrpc.NoLease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Stored != tc.stored || res.Replaced != tc.replaced {
+			t.Errorf("write at %d: %+v, want stored %v, replaced %v", tc.ts, res, tc.stored, tc.replaced)
 		}
 	}
 }

@@ -169,7 +169,7 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) {
 	// NB: the manifest is stored; queue its follow-up work even if the
 	// client has gone away meanwhile.
 	s.afterPut(context.WithoutCancel(r.Context()), res)
-	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutManifestResponse{Stored: res.Stored, Current: res.Current.Version})
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutManifestResponse{Stored: res.Stored, Current: res.Current.Version, Replaced: res.Stored && res.Replaced != nil})
 }
 
 func (s *Server) getManifest(w http.ResponseWriter, r *http.Request) {

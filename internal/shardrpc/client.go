@@ -178,7 +178,8 @@ func (c *Client) DeleteShard(ctx context.Context, addr, fileID string, idx int) 
 // manifest for the key. It returns whether it was stored and the version
 // now current there. A nil error means the node's state is durable.
 func (c *Client) PutManifest(ctx context.Context, addr string, m *metadata.Manifest) (stored bool, current metadata.Version, err error) {
-	return c.putManifest(ctx, addr, m, nil)
+	resp, err := c.putManifest(ctx, addr, m, nil)
+	return resp.Stored, resp.Current, err
 }
 
 // PutManifestFenced stores m as a client write fenced by the key's lease:
@@ -186,22 +187,23 @@ func (c *Client) PutManifest(ctx context.Context, addr string, m *metadata.Manif
 // on addr, or NoLease. The server refuses the write with ErrLeaseHeld
 // when the key's lease is held by someone else (or, for a holder, when it
 // no longer holds it), so a write checked under a lease cannot be
-// overtaken by one that did not take it.
-func (c *Client) PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, lease string) (stored bool, current metadata.Version, err error) {
+// overtaken by one that did not take it. The response says whether m was
+// stored, the version now current there, and whether m replaced one.
+func (c *Client) PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, lease string) (PutManifestResponse, error) {
 	return c.putManifest(ctx, addr, m, url.Values{ParamLease: {lease}})
 }
 
-func (c *Client) putManifest(ctx context.Context, addr string, m *metadata.Manifest, q url.Values) (stored bool, current metadata.Version, err error) {
+func (c *Client) putManifest(ctx context.Context, addr string, m *metadata.Manifest, q url.Values) (PutManifestResponse, error) {
 	op := fmt.Sprintf("put manifest %s/%s", m.Bucket, m.Key)
 	body, err := json.Marshal(m)
 	if err != nil {
-		return false, metadata.Version{}, &NodeError{Addr: addr, Op: op, Err: err}
+		return PutManifestResponse{}, &NodeError{Addr: addr, Op: op, Err: err}
 	}
 	var resp PutManifestResponse
 	if err := c.call(ctx, addr, op, http.MethodPost, PathManifests, q, bytes.NewReader(body), &resp); err != nil {
-		return false, metadata.Version{}, err
+		return PutManifestResponse{}, err
 	}
-	return resp.Stored, resp.Current, nil
+	return resp, nil
 }
 
 // GetManifest returns the node's current manifest of (bucket, key), a

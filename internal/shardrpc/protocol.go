@@ -95,6 +95,12 @@ type ShardInfo struct {
 type PutManifestResponse struct {
 	Stored  bool             `json:"stored"`
 	Current metadata.Version `json:"current"`
+	// Replaced is set when the stored manifest replaced a current one
+	// (an overwrite or a delete): the server then runs a confirm job for
+	// the key, which a gateway's commit notice (PathCommitted) settles
+	// without asking the peers. A server that predates the field leaves it
+	// false; its confirm job then asks, as it always could.
+	Replaced bool `json:"replaced,omitempty"`
 }
 
 // PutBucketResponse answers POST PathBuckets.
