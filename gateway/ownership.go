@@ -55,6 +55,8 @@ func (g *Gateway) bucketOwnership(c *fiber.Ctx, req *request) error {
 		if !slices.Contains(objectOwnerships, want) {
 			return apiErr("MalformedXML", "ObjectOwnership must be one of BucketOwnerEnforced, BucketOwnerPreferred, ObjectWriter")
 		}
+		// Not setBucketConfig: the check against the ACL must see the
+		// record the update changes, so it runs inside updateBucket.
 		err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
 			if want == "BucketOwnerEnforced" && b.ACL != "" {
 				return apiErr("InvalidBucketAclWithObjectOwnership", "The bucket's ACL grants access ("+b.ACL+"); set it to private before enforcing bucket owner ownership")
@@ -68,15 +70,7 @@ func (g *Gateway) bucketOwnership(c *fiber.Ctx, req *request) error {
 		c.Status(fiber.StatusOK)
 		return nil
 	case fiber.MethodDelete:
-		err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-			b.Ownership = ""
-			return nil
-		})
-		if err != nil {
-			return bucketErr(err)
-		}
-		c.Status(fiber.StatusNoContent)
-		return nil
+		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Ownership = "" })
 	}
 	return apiErr("MethodNotAllowed", "")
 }

@@ -90,23 +90,9 @@ func (g *Gateway) bucketPolicy(c *fiber.Ctx, req *request) error {
 			}
 			return err
 		}
-		if err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-			b.Policy = string(doc)
-			return nil
-		}); err != nil {
-			return bucketErr(err)
-		}
-		c.Status(fiber.StatusNoContent)
-		return nil
+		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Policy = string(doc) })
 	case fiber.MethodDelete:
-		if err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-			b.Policy = ""
-			return nil
-		}); err != nil {
-			return bucketErr(err)
-		}
-		c.Status(fiber.StatusNoContent)
-		return nil
+		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Policy = "" })
 	}
 	return apiErr("MethodNotAllowed", "")
 }

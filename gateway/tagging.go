@@ -218,23 +218,9 @@ func (g *Gateway) bucketTagging(c *fiber.Ctx, req *request) error {
 		if err != nil {
 			return err
 		}
-		if err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-			b.Tags = tags
-			return nil
-		}); err != nil {
-			return bucketErr(err)
-		}
-		c.Status(fiber.StatusNoContent)
-		return nil
+		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Tags = tags })
 	case fiber.MethodDelete:
-		if err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-			b.Tags = nil
-			return nil
-		}); err != nil {
-			return bucketErr(err)
-		}
-		c.Status(fiber.StatusNoContent)
-		return nil
+		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Tags = nil })
 	}
 	return apiErr("MethodNotAllowed", "")
 }
