@@ -221,7 +221,10 @@ func (g *Gateway) route(c *fiber.Ctx, req *request, op *string) error {
 	rawQuery := string(c.Request().URI().QueryString())
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return apiErr("InvalidArgument", "cannot parse query string: "+err.Error())
+		// S3's answer to a bad %-escape. The message repeats nothing of
+		// the query: the bytes after a '%' may be any bytes at all, and
+		// the escaped form ParseQuery's error gives them reads as noise.
+		return ErrInvalidURI.With("Couldn't parse the specified URI: the query string holds an invalid percent-escape or a semicolon.")
 	}
 	req.query = q
 	if isUIRequest(c, rawPath, q) { // the status page (ui.go); never a signed S3 request
