@@ -16,6 +16,7 @@ import (
 
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
 )
 
 // AdminPrefix is where the operator API lives. A leading underscore is not
@@ -286,15 +287,13 @@ func (g *Gateway) setBucketCode(ctx context.Context, c *fiber.Ctx, req *request,
 			return apiErr("InvalidArgument", fmt.Sprintf("code %s needs %d shard servers; %d are live", code, cc.TotalShards(), len(live)))
 		}
 	}
-	b, err := g.layer.bucket(ctx, g.buckets, bucket)
+	var old string
+	err := g.layer.updateBucket(ctx, g.buckets, bucket, func(b *metadata.Bucket) error {
+		old, b.Code = b.Code, code
+		return nil
+	})
 	if err != nil {
 		return bucketErr(err)
-	}
-	old := b.Code
-	b.Code = code
-	b.Version = g.layer.clock.next()
-	if err := g.layer.putBucket(ctx, g.buckets, &b); err != nil {
-		return err
 	}
 	g.log.Info("bucket code changed", "bucket", bucket, "from", old, "to", code)
 	c.Set("Content-Type", "application/json")

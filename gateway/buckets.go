@@ -116,22 +116,24 @@ func (g *Gateway) headBucket(c *fiber.Ctx, req *request) error {
 func (g *Gateway) deleteBucket(c *fiber.Ctx, req *request) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
-	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	// Under the record's lease, like every other change of an existing
+	// bucket: a settings update that read the live record cannot land
+	// after the tombstone and bring the bucket back.
+	err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
+		res, err := g.layer.list(ctx, listParams{Bucket: req.bucket, Max: 1})
+		if err != nil {
+			return err
+		}
+		if len(res.Objects) > 0 {
+			e := res.Objects[0]
+			g.log.Info("delete bucket refused: not empty", "bucket", req.bucket, "key", e.Key, "version", e.Version.String())
+			return apiErr("BucketNotEmpty", "The bucket you tried to delete is not empty.")
+		}
+		b.Deleted = true
+		return nil
+	})
 	if err != nil {
 		return bucketErr(err)
-	}
-	res, err := g.layer.list(ctx, listParams{Bucket: req.bucket, Max: 1})
-	if err != nil {
-		return err
-	}
-	if len(res.Objects) > 0 {
-		e := res.Objects[0]
-		g.log.Info("delete bucket refused: not empty", "bucket", req.bucket, "key", e.Key, "version", e.Version.String())
-		return apiErr("BucketNotEmpty", "The bucket you tried to delete is not empty.")
-	}
-	b.Deleted, b.Version = true, g.layer.clock.next()
-	if err := g.layer.putBucket(ctx, g.buckets, &b); err != nil {
-		return err
 	}
 	c.Status(fiber.StatusNoContent)
 	return nil

@@ -33,6 +33,7 @@ type ShardAPI interface {
 	GetManifestHeads(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
 	List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
 	PutBucket(ctx context.Context, addr string, b *metadata.Bucket) error
+	PutBucketFenced(ctx context.Context, addr string, b *metadata.Bucket, lease string) error
 	ListBuckets(ctx context.Context, addr string) ([]metadata.Bucket, error)
 
 	PutUpload(ctx context.Context, addr string, u *metadata.Upload) error

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -19,11 +20,14 @@ import (
 // shardrpc.PutManifestFenced), and refuse the holder's own writes once
 // its lease has expired, so nothing lands between the check and the set.
 // Leases expire, so a gateway that dies holding one blocks the key for at
-// most leaseTTL.
+// most leaseTTL. A bucket's record has a lease of the same kind
+// (lockBucket), held by every change of the record from its read to its
+// write and checked by the servers the same way (updateBucket).
 const (
 	leaseTTL = 30 * time.Second
 	// leaseWait is how long a writer waits for a contended key before
-	// answering ConditionalRequestConflict (conditional) or 503.
+	// answering ConditionalRequestConflict (conditional) or 503; a
+	// bucket record's update answers OperationAborted.
 	leaseWait = 10 * time.Second
 )
 
@@ -45,8 +49,25 @@ var errLeaseHeld = apiErr("ConditionalRequestConflict", "A conflicting operation
 // nodes, the ones its manifest will be written to, and succeeds once need
 // of them granted it; it waits up to leaseWait for other holders.
 func (l *layer) lockKey(ctx context.Context, bucket, key string, nodes []string, need int) (*keyLease, error) {
+	return l.lock(ctx, shardrpc.LeaseName(bucket, key), nodes, need)
+}
+
+// lockBucket acquires the lease on bucket's record on a majority of the
+// live shard servers, where the record is read and written (see
+// updateBucket); it waits up to leaseWait for other holders.
+func (l *layer) lockBucket(ctx context.Context, bucket string) (*keyLease, error) {
+	ids, _ := l.liveShards()
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: no live shard servers", errUnavailable)
+	}
+	return l.lock(ctx, shardrpc.BucketLeaseName(bucket), ids, len(ids)/2+1)
+}
+
+// lock acquires lease name on the live servers among nodes and succeeds
+// once need of them granted it.
+func (l *layer) lock(ctx context.Context, name string, nodes []string, need int) (*keyLease, error) {
 	_, addrs := l.liveShards()
-	kl := &keyLease{l: l, name: shardrpc.LeaseName(bucket, key), holder: l.clock.writer + "/" + newFileID()}
+	kl := &keyLease{l: l, name: name, holder: l.clock.writer + "/" + newFileID()}
 	deadline := time.Now().Add(leaseWait)
 	for {
 		start := time.Now()

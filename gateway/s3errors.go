@@ -107,6 +107,7 @@ var (
 	ErrNoSuchBucketPolicy                  = reg("NoSuchBucketPolicy", 404, "The bucket policy does not exist")
 	ErrMalformedPolicy                     = reg("MalformedPolicy", 400, "Policy has invalid resource")
 	ErrSSEConfigNotFound                   = reg("ServerSideEncryptionConfigurationNotFoundError", 404, "The server side encryption configuration was not found")
+	ErrOperationAborted                    = reg("OperationAborted", 409, "A conflicting conditional operation is currently in progress against this resource. Try again.")
 	ErrCORSForbidden                       = reg("CORSForbidden", 403, "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.")
 )
 

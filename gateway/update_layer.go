@@ -3,36 +3,67 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/regen-s3/regen/metadata"
 )
 
-// The two functions here are the only writers of bucket configuration
-// (ACL, ownership controls, tags, CORS, policy) and of an object's
-// metadata-only changes (tags, ACL). Everything that changes them goes
-// through these, so that their bodies can be replaced by atomic updates on
-// whatever replicates buckets and manifests, without touching the S3
-// handlers.
+// The two functions here are the only writers of an existing bucket's
+// record (ACL, ownership controls, tags, CORS, policy, lifecycle,
+// encryption, code, deletion) and of an object's metadata-only changes
+// (tags, ACL). Everything that changes them goes through these, so that
+// each change is a read-modify-write that no other change can interleave
+// with, without the S3 handlers knowing how.
 
 // updateBucket applies fn to the newest record of bucket name and writes
 // the result as a new version. fn may refuse the change by returning an
-// error, which is returned as is; errNotFound if the bucket does not exist.
+// error, which is returned as is; errNotFound if the bucket does not exist,
+// OperationAborted if other updates of the bucket kept its lease for
+// leaseWait.
 //
-// For now this reads the merged record and writes it back (putBucket): two
-// gateways updating different settings of one bucket at the same instant
-// can lose one of the two changes (the newer record wins whole).
+// A bucket's settings share one record, and the newest record wins whole,
+// so two updates that both read the record before either wrote would lose
+// one change. Each update therefore holds the record's lease (on a
+// majority of the live shard servers) from its read to its write: it
+// reads the record afresh under the lease, from a majority of the live
+// servers (not the cache, which a concurrent reader may have filled with
+// a record older than the previous holder's write), and writes it fenced
+// by the lease, so the servers refuse it once the lease has run out and
+// the next holder may have read. docs/CONSISTENCY.md, "Bucket records".
 func (l *layer) updateBucket(ctx context.Context, cache *bucketCache, name string, fn func(*metadata.Bucket) error) error {
-	cache.invalidate()
-	b, err := l.bucket(ctx, cache, name)
+	kl, err := l.lockBucket(ctx, name)
+	if errors.Is(err, errLeaseHeld) {
+		return ErrOperationAborted.With("")
+	}
 	if err != nil {
 		return err
+	}
+	defer kl.release()
+	lctx, cancel := kl.context(ctx)
+	defer cancel()
+	all, err := mergeNewest(lctx, l, "buckets", l.shards.ListBuckets, func(b metadata.Bucket) (string, metadata.Version) { return b.Name, b.Version })
+	if err != nil {
+		return err
+	}
+	b, ok := all[name]
+	if !ok || b.Deleted {
+		return errNotFound
 	}
 	if err := fn(&b); err != nil {
 		return err
 	}
+	// Newer than the record read, whatever this gateway's clock says: an
+	// older version would be dropped by every server.
+	l.clock.observe(b.Version)
 	b.Version = l.clock.next()
-	return l.putBucket(ctx, cache, &b)
+	defer cache.invalidate()
+	ids, _ := l.liveShards()
+	stored, errs := l.onLive(ids, func(_, addr string) error { return l.shards.PutBucketFenced(lctx, addr, &b, kl.holder) })
+	if need := len(ids)/2 + 1; stored < need || len(ids) == 0 {
+		return fmt.Errorf("%w: bucket record stored on %d of %d servers: %w", errUnavailable, stored, len(ids), errors.Join(errs...))
+	}
+	return nil
 }
 
 // updateObject applies fn to the current manifest of bucket/key and

@@ -244,6 +244,17 @@ func (s *Server) putBucket(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// A fenced write (a gateway's read-modify-write of the record) lands
+	// only while its writer holds the record's lease; unfenced ones
+	// (bucket creation) are not checked.
+	if fence := r.URL.Query().Get(shardrpc.ParamLease); fence != "" {
+		done, err := s.leases.admit(shardrpc.BucketLeaseName(b.Name), fence, s.now())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer done()
+	}
 	stored, err := s.meta.PutBucket(r.Context(), &b)
 	if err != nil {
 		s.fail(w, r, err)

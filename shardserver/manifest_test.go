@@ -133,3 +133,37 @@ func TestListAndBucketsOverRPC(t *testing.T) {
 		t.Fatalf("access key without secret: %v", err)
 	}
 }
+
+// TestBucketWriteFencedByLease: a fenced bucket write lands only while
+// its writer holds the record's lease, so a gateway whose lease was
+// released (or ran out) cannot land over the next holder's update; an
+// unfenced write (bucket creation) is not checked.
+func TestBucketWriteFencedByLease(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	name := shardrpc.BucketLeaseName("fenced")
+	b := metadata.Bucket{Name: "fenced", Version: metadata.Version{TS: 1, Writer: "g"}}
+	if err := e.client.AcquireLease(ctx, e.addr, name, "g1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.PutBucketFenced(ctx, e.addr, &b, "g2"); !errors.Is(err, shardrpc.ErrLeaseHeld) {
+		t.Fatalf("write under another holder's lease: %v, want ErrLeaseHeld", err)
+	}
+	if err := e.client.PutBucketFenced(ctx, e.addr, &b, "g1"); err != nil {
+		t.Fatalf("holder's write: %v", err)
+	}
+	if err := e.client.ReleaseLease(ctx, e.addr, name, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	b.Version.TS = 2
+	if err := e.client.PutBucketFenced(ctx, e.addr, &b, "g1"); !errors.Is(err, shardrpc.ErrLeaseHeld) {
+		t.Fatalf("write after the lease was released: %v, want ErrLeaseHeld", err)
+	}
+	if err := e.client.PutBucket(ctx, e.addr, &b); err != nil {
+		t.Fatalf("unfenced write: %v", err)
+	}
+	bs, err := e.client.ListBuckets(ctx, e.addr)
+	if err != nil || len(bs) != 1 || bs[0].Version.TS != 2 {
+		t.Fatalf("buckets: %+v %v", bs, err)
+	}
+}

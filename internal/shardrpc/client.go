@@ -239,12 +239,24 @@ func (c *Client) List(ctx context.Context, addr string, lq metadata.ListQuery) (
 // PutBucket stores the bucket record on addr if it is newer than the
 // node's.
 func (c *Client) PutBucket(ctx context.Context, addr string, b *metadata.Bucket) error {
+	return c.putBucket(ctx, addr, b, nil)
+}
+
+// PutBucketFenced is PutBucket made under the bucket record's lease
+// (BucketLeaseName) held by lease: the node refuses it (ErrLeaseHeld)
+// unless lease holds it and has not expired, so a writer whose lease ran
+// out cannot land over the next holder's update.
+func (c *Client) PutBucketFenced(ctx context.Context, addr string, b *metadata.Bucket, lease string) error {
+	return c.putBucket(ctx, addr, b, url.Values{ParamLease: {lease}})
+}
+
+func (c *Client) putBucket(ctx context.Context, addr string, b *metadata.Bucket, q url.Values) error {
 	op := "put bucket " + b.Name
 	body, err := json.Marshal(b)
 	if err != nil {
 		return &NodeError{Addr: addr, Op: op, Err: err}
 	}
-	return c.call(ctx, addr, op, http.MethodPost, PathBuckets, nil, bytes.NewReader(body), &PutBucketResponse{})
+	return c.call(ctx, addr, op, http.MethodPost, PathBuckets, q, bytes.NewReader(body), &PutBucketResponse{})
 }
 
 // ListBuckets returns every bucket record of addr, tombstones included.

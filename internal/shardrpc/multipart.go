@@ -50,6 +50,10 @@ const NoLease = "-"
 // shard server checks client manifest writes against.
 func LeaseName(bucket, key string) string { return "obj/" + bucket + "/" + key }
 
+// BucketLeaseName is the name of the lease on bucket's record, the one
+// the shard server checks fenced bucket writes (PutBucketFenced) against.
+func BucketLeaseName(bucket string) string { return "bucket/" + bucket }
+
 // CodeLeaseHeld is the error code of a lease held by someone else.
 const CodeLeaseHeld = "LeaseHeld"
 
