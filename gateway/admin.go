@@ -51,6 +51,9 @@ type Status struct {
 	// tell "nothing degraded" from "nobody is counting".
 	Stripes *StripeStatus `json:"stripes,omitempty"`
 	Repair  *RepairStatus `json:"repair,omitempty"`
+	// Lifecycle is what this gateway's lifecycle service has done since
+	// it started (every gateway runs one; see LifecycleService).
+	Lifecycle LifecycleStatus `json:"lifecycle"`
 	// Events are recent membership (and repair) events seen by this
 	// gateway, oldest first.
 	Events []Event `json:"events"`
@@ -148,6 +151,7 @@ func (g *Gateway) status(ctx context.Context) Status {
 		}
 	}
 	g.repairStatus(ctx, &st, members)
+	st.Lifecycle = g.lifecycle.Status()
 	st.Events = g.events.recent()
 	return st
 }

@@ -31,10 +31,14 @@ const lifecyclePage = 1000
 // LifecycleStatus is what the lifecycle service has done since the
 // gateway started.
 type LifecycleStatus struct {
-	Passes  int64     `json:"passes"`
-	Expired int64     `json:"expired"`
-	Aborted int64     `json:"aborted"`
-	Errors  int64     `json:"errors"`
+	Passes  int64 `json:"passes"`
+	Expired int64 `json:"expired"`
+	Aborted int64 `json:"aborted"`
+	Errors  int64 `json:"errors"`
+	// Waiting counts the passes skipped because fewer shard servers were
+	// live than /readyz asks for (the cluster starting, or down): not
+	// errors, nothing could be done.
+	Waiting int64     `json:"waiting"`
 	LastRun time.Time `json:"last_run,omitzero"`
 }
 
@@ -129,8 +133,19 @@ func (s *LifecycleService) count(expired, aborted, errs int64) {
 	s.errs.Add(float64(errs))
 }
 
-// pass applies the rules of every bucket once.
+// pass applies the rules of every bucket once. While the cluster is not
+// ready (fewer live shard servers than /readyz asks for, as while they
+// are starting), it waits for the next tick instead: every listing would
+// fail, and counting those failures as errors would make a cluster that
+// is merely starting look broken.
 func (s *LifecycleService) pass(ctx context.Context) {
+	if live, _ := s.g.layer.liveShards(); len(live) < s.g.minShards() {
+		s.g.log.Debug("lifecycle: pass skipped, waiting for shard servers", "live", len(live), "need", s.g.minShards())
+		s.mu.Lock()
+		s.status.Waiting++
+		s.mu.Unlock()
+		return
+	}
 	lctx, cancel := s.g.opContext()
 	buckets, err := s.g.layer.listBuckets(lctx, s.g.buckets)
 	cancel()

@@ -1,6 +1,9 @@
 package tests
 
 import (
+	"encoding/json"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +92,32 @@ func TestBucketLifecycle(t *testing.T) {
 	}
 	if u := uploads(); len(u) != 1 || !u["other/big"] {
 		t.Errorf("uploads left: %v; want other/big (%s)", u, keep)
+	}
+	// regen admin status reports the service, as it reports repair. The
+	// passes began while the shard servers were still starting: those
+	// waited, they are not errors.
+	admin := func(args ...string) string {
+		all := append([]string{"admin"}, append(args, "--endpoint", d.info.Endpoint, "--access-key", d.info.AccessKey, "--secret-key", d.info.SecretKey)...)
+		out, err := exec.Command(regenBin, all...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("regen %v: %v\n%s", all, err, out)
+		}
+		return string(out)
+	}
+	var st struct {
+		Lifecycle struct {
+			Passes, Expired, Aborted, Errors int64
+			LastRun                          time.Time `json:"last_run"`
+		} `json:"lifecycle"`
+	}
+	if err := json.Unmarshal([]byte(admin("status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if l := st.Lifecycle; l.Passes == 0 || l.Expired < 3 || l.Aborted < 1 || l.Errors != 0 || l.LastRun.IsZero() {
+		t.Errorf("admin status --json lifecycle: %+v; want passes, 3 expired, 1 aborted, no errors", l)
+	}
+	if text := admin("status"); !strings.Contains(text, "lifecycle (this gateway): last pass") || !strings.Contains(text, "errors 0") {
+		t.Errorf("admin status shows no lifecycle line with no errors:\n%s", text)
 	}
 
 	if err := c.SetBucketLifecycle(ctx(t), "life", lc.NewConfiguration()); err != nil { // DELETE ?lifecycle

@@ -232,8 +232,23 @@ func adminStatus(ctx context.Context, c *adminClient, _ []string, w io.Writer) e
 		}
 		fmt.Fprintln(w)
 	}
+	printLifecycle(w, st.Lifecycle)
 	fmt.Fprintln(w)
 	return printNodes(w, st)
+}
+
+// printLifecycle prints the line of the gateway's lifecycle service.
+func printLifecycle(w io.Writer, l gateway.LifecycleStatus) {
+	last := "no pass yet"
+	if !l.LastRun.IsZero() {
+		last = "last pass " + l.LastRun.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "  lifecycle (this gateway): %s, %d passes, objects expired %d, uploads aborted %d, errors %d",
+		last, l.Passes, l.Expired, l.Aborted, l.Errors)
+	if l.Waiting > 0 {
+		fmt.Fprintf(w, ", %d passes skipped waiting for shard servers", l.Waiting)
+	}
+	fmt.Fprintln(w)
 }
 
 func adminNodes(ctx context.Context, c *adminClient, _ []string, w io.Writer) error {
