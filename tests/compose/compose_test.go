@@ -15,6 +15,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/encrypt"
 )
 
 // cluster is the running compose project, as run.sh describes it.
@@ -115,6 +116,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 type object struct {
 	key, class string
+	sse        bool // written with SSE-S3
 	data       []byte
 }
 
@@ -142,9 +144,19 @@ func TestComposeCluster(t *testing.T) {
 			objs = append(objs, object{key: fmt.Sprintf("%s/%d", strings.ToLower(class), size), class: class, data: b})
 		}
 	}
+	// SSE-S3 needs the key file both gateways mount: written through
+	// one, read through the other.
+	for _, size := range []int{1000, 3<<20 + 5} {
+		b := make([]byte, size)
+		rand.Read(b)
+		objs = append(objs, object{key: fmt.Sprintf("sse-s3/%d", size), class: "STANDARD", sse: true, data: b})
+	}
 	for _, o := range objs {
-		_, err := up.PutObject(ctx, bucket, o.key, bytes.NewReader(o.data), int64(len(o.data)),
-			minio.PutObjectOptions{StorageClass: o.class, DisableMultipart: true})
+		opts := minio.PutObjectOptions{StorageClass: o.class, DisableMultipart: true}
+		if o.sse {
+			opts.ServerSideEncryption = encrypt.NewSSE()
+		}
+		_, err := up.PutObject(ctx, bucket, o.key, bytes.NewReader(o.data), int64(len(o.data)), opts)
 		if err != nil {
 			t.Fatalf("put %s through gateway1: %v", o.key, err)
 		}

@@ -31,6 +31,11 @@ export REGEN_ACCESS_KEY="ci-access" REGEN_SECRET_KEY="ci-secret-$(od -An -N8 -tx
 export REGEN_HOST_IP=127.0.0.1 REGEN_S3_PORT= REGEN_S3_PORT_2=
 export REGEN_LOG_FORMAT=text
 export REGEN_REPAIR_GRACE=5s
+# The SSE-S3 key file, made as the README says, in a directory of its own
+# that cleanup removes.
+keydir=$(mktemp -d)
+(umask 022; echo "ci $(head -c 32 /dev/urandom | base64)" > "$keydir/sse-keys")
+export REGEN_SSE_KEY_FILE="$keydir/sse-keys"
 dc=("${compose[@]}" -p "$project" -f "$PWD/docker-compose.yml")
 
 status=0
@@ -44,6 +49,7 @@ cleanup() {
 	echo "== compose down -v ($project)"
 	timeout 120 "${dc[@]}" down -v --remove-orphans -t 5 >/dev/null 2>&1 || true
 	docker rmi -f "$REGEN_IMAGE" >/dev/null 2>&1 || true
+	rm -rf "$keydir"
 	exit "$status"
 }
 trap cleanup EXIT
