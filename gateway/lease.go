@@ -108,11 +108,18 @@ func (l *layer) lock(ctx context.Context, name string, nodes []string, need int)
 // leaseBackoff waits a few random milliseconds before a contended key is
 // tried again.
 func leaseBackoff(ctx context.Context) error {
+	return sleepCtx(ctx, time.Duration(5+rand.IntN(45))*time.Millisecond)
+}
+
+// sleepCtx waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
+	case <-t.C:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(time.Duration(5+rand.IntN(45)) * time.Millisecond):
-		return nil
 	}
 }
 
