@@ -25,8 +25,11 @@ const eachPage = 1000
 // of every small object on every pass. Writes made during the walk may or
 // may not be seen.
 func (s *Store) EachManifest(ctx context.Context, fn func(*Manifest) error) error {
-	lo := []byte{nsManifest}
-	hi := prefixSuccessor(lo)
+	return s.EachManifestAfter(ctx, nil, fn)
+}
+
+// eachManifestIn is EachManifest over the manifest keys in [lo, hi).
+func (s *Store) eachManifestIn(ctx context.Context, lo, hi []byte, fn func(*Manifest) error) error {
 	var page []*Manifest
 	for {
 		if err := ctx.Err(); err != nil {

@@ -17,6 +17,7 @@ import (
 //	'g' due(8, BE ns) esc(fileID) idx(4, BE)  GC queue entry (empty value)
 //	'v', 'c'                       previous versions and confirm jobs (store_versions.go)
 //	'u', 'r'                       multipart uploads and parts (store_multipart.go)
+//	'l' name                       walk cursors, this server's own (store_cursor.go)
 //
 // esc escapes 0x00 as 0x00 0xFF and terminates the string with 0x00 0x01.
 // That keeps byte order (a string sorts before any longer string it is a

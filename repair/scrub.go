@@ -3,6 +3,7 @@ package repair
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -42,24 +43,82 @@ func (w *Worker) runScrub(ctx context.Context) {
 	}
 }
 
-// scrubPass verifies every shard of this server once. walk is how long
-// listing them took (the pass's CPU-bound part; the reads are paced).
+// scrubCursor names the scrubber's saved position in the store, and
+// scrubSaveEvery is how often a pass saves it: a restart resumes the pass
+// there instead of starting it over (a pass over a large server takes
+// weeks at ScrubRate), repeating at most that much reading.
+const (
+	scrubCursor    = "scrub"
+	scrubSaveEvery = 10 * time.Second
+)
+
+// cursorStore is the optional capability of resuming a walk over the
+// manifests (*metadata.Store has it); without it every pass starts over.
+type cursorStore interface {
+	EachManifestAfter(ctx context.Context, after *metadata.Cursor, fn func(*metadata.Manifest) error) error
+	LoadCursor(ctx context.Context, name string) (*metadata.Cursor, error)
+	SaveCursor(ctx context.Context, name string, c *metadata.Cursor) error
+}
+
+// scrubPass verifies every shard of this server once, from the saved
+// position on. walk is how long listing them took (the pass's CPU-bound
+// part; the reads are paced).
+//
+// It streams: each page of manifests is scrubbed before the next is read,
+// so its memory does not grow with the number of objects (it held every
+// manifest of the server before).
 func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Duration, err error) {
 	start := time.Now()
-	var mine []*metadata.Manifest
-	if err := w.eachManifest(ctx, func(m *metadata.Manifest) error {
-		if slices.Contains(m.Placement, w.cfg.NodeID) {
-			mine = append(mine, m)
+	var reading time.Duration
+	cs, resumable := w.store.(cursorStore)
+	var from, last *metadata.Cursor
+	if resumable {
+		if from, err = cs.LoadCursor(ctx, scrubCursor); err != nil {
+			return 0, fmt.Errorf("repair: scrub: %w", err)
+		}
+		if from != nil {
+			w.log.Info("scrub: resuming the pass", "after", from.String())
+		}
+	}
+	saved := time.Now()
+	visit := func(m *metadata.Manifest) error {
+		if !slices.Contains(m.Placement, w.cfg.NodeID) {
+			return nil
+		}
+		t0 := time.Now()
+		err := w.scrubOne(ctx, lim, m)
+		reading += time.Since(t0)
+		if err != nil {
+			return err
+		}
+		last = &metadata.Cursor{Bucket: m.Bucket, Key: m.Key}
+		if resumable && time.Since(saved) >= scrubSaveEvery {
+			saved = time.Now()
+			return cs.SaveCursor(ctx, scrubCursor, last)
 		}
 		return nil
-	}); err != nil {
-		return time.Since(start), err
 	}
-	walk = time.Since(start)
-	for _, m := range mine {
-		if err := w.scrubOne(ctx, lim, m); err != nil {
-			return walk, err
+	if resumable {
+		err = cs.EachManifestAfter(ctx, from, visit)
+	} else {
+		err = w.store.EachManifest(ctx, visit)
+	}
+	walk = max(time.Since(start)-reading, 0)
+	if err != nil {
+		if resumable && last != nil {
+			// NB: also when ctx ended (the server stops): the next start
+			// resumes after the last manifest scrubbed, not the last save.
+			if serr := cs.SaveCursor(context.WithoutCancel(ctx), scrubCursor, last); serr != nil {
+				w.log.Warn("scrub: save position", "err", serr)
+			}
 		}
+		return walk, err
+	}
+	w.mu.Lock()
+	w.scrub.Passes++
+	w.mu.Unlock()
+	if resumable {
+		return walk, cs.SaveCursor(ctx, scrubCursor, nil)
 	}
 	return walk, nil
 }

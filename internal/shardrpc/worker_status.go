@@ -92,6 +92,9 @@ type RepairCounts struct {
 
 // ScrubCounts count the scrubber's work since start.
 type ScrubCounts struct {
+	// Passes counts the passes over every shard that ended since start;
+	// a pass resumed after a restart counts once, when it ends.
+	Passes  int64 `json:"passes"`
 	Shards  int64 `json:"shards"`
 	Bytes   int64 `json:"bytes"`
 	Corrupt int64 `json:"corrupt"`

@@ -1,0 +1,89 @@
+package metadata
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestEachManifestAfter: a walk resumed after a cursor visits exactly the
+// keys after it, across buckets, for a cursor on a key, on a deleted key,
+// on a key that is a prefix of the next ones, and past the last key; and
+// a cursor survives a reopen of the store until it is cleared.
+func TestEachManifestAfter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"a/k", "a/k\x00", "a/k1", "a/z", "b/!", "b/k", "bb/k"}
+	for _, bk := range all {
+		b, k, _ := strings.Cut(bk, "/")
+		if _, err := s.PutManifest(ctx, obj(b, k, 1, nodes3, "p-"+bk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.PutManifest(ctx, tomb("a", "k1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	live := slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == "a/k1" })
+	walk := func(after *Cursor) []string {
+		var got []string
+		if err := s.EachManifestAfter(ctx, after, func(m *Manifest) error {
+			got = append(got, m.Bucket+"/"+m.Key)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		after *Cursor
+		want  []string
+	}{
+		{nil, live},
+		{&Cursor{"a", "k"}, live[1:]},
+		{&Cursor{"a", "k1"}, live[2:]}, // deleted since: the walk goes on after it
+		{&Cursor{"a", "zz"}, live[3:]},
+		{&Cursor{"b", ""}, live[3:]},
+		{&Cursor{"b", "!"}, live[4:]},
+		{&Cursor{"bb", "k"}, nil},
+		{&Cursor{"c", ""}, nil},
+	} {
+		if got := walk(tc.after); !slices.Equal(got, tc.want) {
+			t.Errorf("after %v: %q, want %q", tc.after, got, tc.want)
+		}
+	}
+
+	if c, err := s.LoadCursor(ctx, "scrub"); c != nil || err != nil {
+		t.Fatalf("cursor of a new store: %v, %v", c, err)
+	}
+	if err := s.SaveCursor(ctx, "scrub", &Cursor{"a", "k\x00"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, Options{NodeID: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.LoadCursor(ctx, "scrub")
+	if err != nil || c == nil || *c != (Cursor{"a", "k\x00"}) {
+		t.Fatalf("cursor after a reopen: %v, %v", c, err)
+	}
+	if got := walk(c); !slices.Equal(got, live[2:]) {
+		t.Errorf("walk from the saved cursor: %q", got)
+	}
+	if err := s.SaveCursor(ctx, "scrub", nil); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.LoadCursor(ctx, "scrub"); c != nil || err != nil {
+		t.Fatalf("cleared cursor: %v, %v", c, err)
+	}
+	if n := len(walk(nil)); n != len(live) {
+		t.Errorf("the cursor record shows in the manifest walk: %d keys, want %d", n, len(live))
+	}
+}
