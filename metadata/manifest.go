@@ -17,8 +17,16 @@ type Manifest struct {
 	Bucket  string  `json:"bucket"`
 	Key     string  `json:"key"`
 	Version Version `json:"version"`
-	// Deleted marks a tombstone: the key was deleted at Version.
+	// Deleted marks a tombstone: the key was deleted at Version. With a
+	// VersionID it is a delete marker of a versioned bucket.
 	Deleted bool `json:"deleted,omitempty"`
+	// VersionID is the S3 version ID of a write made while its bucket's
+	// versioning was Enabled: Version.String() of that write, fixed then
+	// and copied with the manifest (a repair switch changes Version, not
+	// VersionID). Empty is the key's null version. The confirm job keeps
+	// the newest manifest of every version ID (see DropPrevious), so this
+	// field alone tells a shard server what versioning asks of it.
+	VersionID string `json:"version_id,omitempty"`
 
 	Size         int64             `json:"size"`
 	ETag         string            `json:"etag"` // without quotes
@@ -100,6 +108,8 @@ func (m *Manifest) Validate() error {
 		return bad("empty key")
 	case m.Version.IsZero():
 		return bad("zero version")
+	case m.VersionID == NullVersionID:
+		return bad("version ID %q is reserved for the null version (empty)", NullVersionID)
 	}
 	if m.Deleted {
 		return nil
@@ -144,6 +154,18 @@ func (m *Manifest) Validate() error {
 		return bad("parts add up to %d bytes, size is %d with %d of encryption overhead", total, m.Size, overhead)
 	}
 	return nil
+}
+
+// NullVersionID is how S3 names the version of a write made while its
+// bucket's versioning was not Enabled (Manifest.VersionID empty).
+const NullVersionID = "null"
+
+// S3VersionID is m's version ID as S3 clients see it.
+func (m *Manifest) S3VersionID() string {
+	if m.VersionID == "" {
+		return NullVersionID
+	}
+	return m.VersionID
 }
 
 // Newer reports whether m should replace cur (nil cur means nothing stored).
@@ -221,7 +243,17 @@ type Bucket struct {
 	// the same name starts with only its creator's grant. Keys given to
 	// the gateways by flags are administrators and need none.
 	Grants map[string]Rights `json:"grants,omitempty"`
+	// Versioning is the bucket's versioning state: empty (never enabled),
+	// VersioningEnabled or VersioningSuspended. Once set it never returns
+	// to empty, as in S3.
+	Versioning string `json:"versioning,omitempty"`
 }
+
+// Bucket versioning states (S3's VersioningConfiguration Status).
+const (
+	VersioningEnabled   = "Enabled"
+	VersioningSuspended = "Suspended"
+)
 
 // Rights are what an access key may do in one bucket. They are
 // independent of each other (owner does not imply read): a read-only key
@@ -304,6 +336,8 @@ type ListEntry struct {
 	Modified     time.Time `json:"modified"`
 	// Code lets a merging reader know how many copies confirm a version.
 	Code string `json:"code,omitempty"`
+	// VersionID is the manifest's VersionID (empty: the null version).
+	VersionID string `json:"version_id,omitempty"`
 	// Previous summarises the key's previous versions on this server (see
 	// Store.Versions), newest first, so a merging reader counts them as
 	// votes too: a failed overwrite must not hide the version it failed

@@ -99,8 +99,10 @@ type PutResult struct {
 	// be garbage; the caller decides (after a delay, so in-flight reads of
 	// them finish).
 	Dropped []*Manifest
-	// Previous is how many previous versions the key has now; from
-	// MaxPrevious on, the caller should confirm the key at once.
+	// Previous is how many previous versions the key has now that a
+	// confirmation would drop (a versioned bucket's noncurrent versions
+	// do not count); from MaxPrevious on, the caller should confirm the
+	// key at once.
 	Previous int
 }
 
@@ -164,20 +166,20 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 		return PutResult{Stored: false, Current: cur}, nil
 	}
 	if !m.Newer(cur) {
-		kept, dropped := withPrevious(prev, m)
+		kept, dropped := withPrevious(cur, prev, m)
 		if err := s.writeVersions(m.Bucket, m.Key, cur, prev, cur, kept); err != nil {
 			return PutResult{}, err
 		}
-		return PutResult{Kept: !slices.Contains(dropped, m), Current: cur, Dropped: dropped, Previous: len(kept)}, nil
+		return PutResult{Kept: !slices.Contains(dropped, m), Current: cur, Dropped: dropped, Previous: len(replacedOf(cur, kept))}, nil
 	}
 	kept, dropped := prev, []*Manifest(nil)
 	if cur != nil {
-		kept, dropped = withPrevious(prev, cur)
+		kept, dropped = withPrevious(m, prev, cur)
 	}
 	if err := s.writeVersions(m.Bucket, m.Key, cur, prev, m, kept); err != nil {
 		return PutResult{}, err
 	}
-	return PutResult{Stored: true, Current: m, Replaced: cur, Dropped: dropped, Previous: len(kept)}, nil
+	return PutResult{Stored: true, Current: m, Replaced: cur, Dropped: dropped, Previous: len(replacedOf(m, kept))}, nil
 }
 
 // GetManifest returns the current manifest of (bucket, key), a tombstone

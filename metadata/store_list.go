@@ -171,5 +171,6 @@ func summary(key string, m *Manifest) ListEntry {
 		StorageClass: m.StorageClass,
 		Modified:     m.Modified,
 		Code:         m.Code,
+		VersionID:    m.VersionID,
 	}
 }

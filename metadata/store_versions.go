@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -97,10 +98,18 @@ func (s *Store) Versions(ctx context.Context, bucket, key string) (cur *Manifest
 	return cur, prev, nil
 }
 
-// DropPrevious drops the previous versions of (bucket, key) older than upTo
-// and returns them; their shard files may now be garbage. The caller has
-// established that a version at least as new as upTo is safe (held by a
-// write quorum).
+// DropPrevious drops the previous versions of (bucket, key) that a
+// version at or below upTo replaced, and returns them; their shard files
+// may now be garbage. The caller has established that a version at least
+// as new as upTo is safe (held by a write quorum).
+//
+// A previous version is replaced by a newer manifest (at or below upTo)
+// of the same version ID: for each version ID only the newest manifest
+// stays. Without versioning every manifest is the null version (empty
+// ID), so everything older than upTo goes; a versioned bucket's versions
+// each keep their newest manifest (a repair switch replaces the manifest
+// it repaired, which has its ID), and a suspended bucket's null write
+// replaces only the previous null version. See docs/VERSIONING.md.
 func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Version) ([]*Manifest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -111,9 +120,10 @@ func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Versi
 	if err != nil || len(prev) == 0 {
 		return nil, ignoreNotFound(err)
 	}
+	all := append([]*Manifest{cur}, prev...)
 	var keep, dropped []*Manifest
 	for _, p := range prev {
-		if p.Version.Less(upTo) {
+		if p.Version.Less(upTo) && replaced(p, all, upTo) {
 			dropped = append(dropped, p)
 		} else {
 			keep = append(keep, p)
@@ -126,6 +136,60 @@ func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Versi
 		return nil, err
 	}
 	return dropped, nil
+}
+
+// replaced reports whether one of all, at or below upTo, is a newer
+// manifest of m's version ID.
+func replaced(m *Manifest, all []*Manifest, upTo Version) bool {
+	for _, o := range all {
+		if o != nil && o.VersionID == m.VersionID && m.Version.Less(o.Version) && !upTo.Less(o.Version) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteVersion removes every manifest of (bucket, key) whose VersionID
+// is id (empty: the null version) in one synced batch, and returns them;
+// their shard files may now be garbage. When the current manifest is
+// among them, the newest remaining previous version becomes current (or,
+// with none, the key is removed), as RollBack does. It removes nothing
+// and returns nil when the store holds no manifest of id.
+//
+// This is S3's DeleteObject with a versionId: the version goes for good,
+// not under a newer tombstone.
+func (s *Store) DeleteVersion(ctx context.Context, bucket, key, id string) ([]*Manifest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	unlock := s.lockKey(manifestKey(bucket, key))
+	defer unlock()
+	cur, prev, err := s.versionsLocked(bucket, key)
+	if err != nil {
+		return nil, ignoreNotFound(err)
+	}
+	var removed, keep []*Manifest
+	newCur := cur
+	if cur.VersionID == id {
+		removed, newCur = append(removed, cur), nil
+	}
+	for _, p := range prev {
+		switch {
+		case p.VersionID == id:
+			removed = append(removed, p)
+		case newCur == nil:
+			newCur = p // prev is newest first
+		default:
+			keep = append(keep, p)
+		}
+	}
+	if len(removed) == 0 {
+		return nil, nil
+	}
+	if err := s.writeVersions(bucket, key, cur, prev, newCur, keep); err != nil {
+		return nil, err
+	}
+	return removed, nil
 }
 
 // RollBack undoes a failed write: if the current manifest of (bucket, key)
@@ -193,10 +257,15 @@ func (s *Store) previous(bucket, key string) ([]*Manifest, error) {
 	return out, nil
 }
 
-// withPrevious returns prev with m added, newest first, within
-// MaxPreviousKept, and the versions the bound pushed out (possibly m
-// itself): those just newer than the oldest, which is kept.
-func withPrevious(prev []*Manifest, m *Manifest) (kept, dropped []*Manifest) {
+// withPrevious returns prev with m added, newest first, and the versions
+// the MaxPreviousKept bound pushed out (possibly m itself). cur is the
+// manifest that is current afterwards.
+//
+// The bound counts only replaced versions (a newer manifest of the same
+// version ID exists, see DropPrevious): a versioned bucket's noncurrent
+// versions are what the user asked to keep, never one too many. Of the
+// replaced ones, those just newer than the oldest go; the oldest stays.
+func withPrevious(cur *Manifest, prev []*Manifest, m *Manifest) (kept, dropped []*Manifest) {
 	all := append(slices.Clone(prev), m)
 	slices.SortFunc(all, func(a, b *Manifest) int {
 		switch {
@@ -207,12 +276,31 @@ func withPrevious(prev []*Manifest, m *Manifest) (kept, dropped []*Manifest) {
 		}
 		return 0
 	})
-	if n := len(all); n > MaxPreviousKept {
-		kept = append(slices.Clone(all[:MaxPreviousKept-1]), all[n-1])
-		return kept, slices.Clone(all[MaxPreviousKept-1 : n-1])
+	repl := replacedOf(cur, all)
+	if n := len(repl); n > MaxPreviousKept {
+		dropped = slices.Clone(repl[MaxPreviousKept-1 : n-1])
+		kept = slices.DeleteFunc(all, func(p *Manifest) bool { return slices.Contains(dropped, p) })
+		return kept, dropped
 	}
 	return all, nil
 }
+
+// replacedOf returns the versions of prev (newest first) that a newer
+// manifest of the same version ID, cur or one of prev, replaces: those
+// the confirm job will drop.
+func replacedOf(cur *Manifest, prev []*Manifest) []*Manifest {
+	all := append([]*Manifest{cur}, prev...)
+	var out []*Manifest
+	for _, p := range prev {
+		if replaced(p, all, maxVersion) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// maxVersion is newer than every version.
+var maxVersion = Version{TS: math.MaxInt64, Writer: "\xff"}
 
 // holds reports whether m's version is among cur and prev.
 func holdsVersion(v Version, cur *Manifest, prev []*Manifest) bool {
