@@ -129,6 +129,7 @@ func (s *Server) routes() http.Handler {
 		{"POST " + shardrpc.PathManifestsBatch, "put_manifests_batch", s.putManifestsBatch},
 		{"POST " + shardrpc.PathCommitted, "committed", s.committed},
 		{"POST " + shardrpc.PathManifestAbort, "abort_manifest", s.abortManifest},
+		{"POST " + shardrpc.PathManifestDeleteVersion, "delete_version", s.deleteVersion},
 		{"GET " + shardrpc.PathList, "list", s.list},
 		{"POST " + shardrpc.PathBuckets, "put_bucket", s.putBucket},
 		{"GET " + shardrpc.PathBuckets, "list_buckets", s.listBuckets},
