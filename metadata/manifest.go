@@ -20,12 +20,20 @@ type Manifest struct {
 	// Deleted marks a tombstone: the key was deleted at Version. With a
 	// VersionID it is a delete marker of a versioned bucket.
 	Deleted bool `json:"deleted,omitempty"`
-	// VersionID is the S3 version ID of a write made while its bucket's
-	// versioning was Enabled: Version.String() of that write, fixed then
-	// and copied with the manifest (a repair switch changes Version, not
-	// VersionID). Empty is the key's null version. The confirm job keeps
-	// the newest manifest of every version ID (see DropPrevious), so this
-	// field alone tells a shard server what versioning asks of it.
+	// Versioned marks a write made while its bucket's versioning was
+	// Enabled: the write is a new version of the key, not a replacement
+	// of its null version. The gateway sets it; a shard server storing
+	// such a manifest without a VersionID sets VersionID to
+	// Version.String() (every server gets the same Version, so every
+	// server names the version alike, and the gateway, which assigns the
+	// Version while it commits, knows the ID without asking).
+	Versioned bool `json:"versioned,omitempty"`
+	// VersionID is the S3 version ID of a Versioned manifest, fixed when
+	// it is first stored and copied with the manifest from then on (a
+	// repair switch or a tag update changes Version, not VersionID).
+	// Empty is the key's null version. The confirm job keeps the newest
+	// manifest of every version ID (see DropPrevious), so these fields
+	// alone tell a shard server what versioning asks of it.
 	VersionID string `json:"version_id,omitempty"`
 
 	Size         int64             `json:"size"`
@@ -110,6 +118,8 @@ func (m *Manifest) Validate() error {
 		return bad("zero version")
 	case m.VersionID == NullVersionID:
 		return bad("version ID %q is reserved for the null version (empty)", NullVersionID)
+	case m.VersionID != "" && !m.Versioned:
+		return bad("a version ID without Versioned")
 	}
 	if m.Deleted {
 		return nil
@@ -160,12 +170,16 @@ func (m *Manifest) Validate() error {
 // bucket's versioning was not Enabled (Manifest.VersionID empty).
 const NullVersionID = "null"
 
-// S3VersionID is m's version ID as S3 clients see it.
+// S3VersionID is m's version ID as S3 clients see it. A Versioned
+// manifest not stored yet has its Version's (see Manifest.Versioned).
 func (m *Manifest) S3VersionID() string {
-	if m.VersionID == "" {
-		return NullVersionID
+	switch {
+	case m.VersionID != "":
+		return m.VersionID
+	case m.Versioned:
+		return m.Version.String()
 	}
-	return m.VersionID
+	return NullVersionID
 }
 
 // Newer reports whether m should replace cur (nil cur means nothing stored).

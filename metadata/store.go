@@ -155,6 +155,10 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 	if err := m.Validate(); err != nil {
 		return PutResult{}, err
 	}
+	if m.Versioned && m.VersionID == "" {
+		// NB: the write's own version names it (Manifest.Versioned).
+		m.VersionID = m.Version.String()
+	}
 	unlock := s.lockKey(manifestKey(m.Bucket, m.Key))
 	defer unlock()
 

@@ -95,19 +95,15 @@ func TestVersionedHistory(t *testing.T) {
 				switch op {
 				case "put", "putv":
 					m := obj("b", "k", a, nodes3, fmt.Sprintf("p%d", a))
-					if op == "putv" {
-						m.VersionID = vid(a)
-					}
+					m.Versioned = op == "putv"
 					_, err = s.PutManifest(ctx, m)
 				case "del", "delv":
 					m := tomb("b", "k", a)
-					if op == "delv" {
-						m.VersionID = vid(a)
-					}
+					m.Versioned = op == "delv"
 					_, err = s.PutManifest(ctx, m)
 				case "repair":
 					m := obj("b", "k", b, nodes3, fmt.Sprintf("p%d", a))
-					m.VersionID = vid(a)
+					m.Versioned, m.VersionID = true, vid(a)
 					_, err = s.PutManifest(ctx, m)
 				case "drop":
 					_, err = s.DropPrevious(ctx, "b", "k", ver(a))
@@ -155,7 +151,7 @@ func TestNoncurrentVersionsAreNotBounded(t *testing.T) {
 	const n = MaxPreviousKept + 5
 	for ts := int64(1); ts <= n; ts++ {
 		m := obj("b", "k", ts, nodes3, fmt.Sprint("p", ts))
-		m.VersionID = vid(ts)
+		m.Versioned = true
 		res, err := s.PutManifest(ctx, m)
 		if err != nil || len(res.Dropped) != 0 || res.Previous != 0 {
 			t.Fatalf("write %d: dropped %d, previous %d, %v", ts, len(res.Dropped), res.Previous, err)
@@ -177,17 +173,31 @@ func TestNoncurrentVersionsAreNotBounded(t *testing.T) {
 	}
 }
 
-func TestValidateRefusesNullVersionID(t *testing.T) {
+func TestVersionIDIsTheWritesVersion(t *testing.T) {
 	m := obj("b", "k", 1, nodes3, "p1")
-	m.VersionID = NullVersionID
-	if err := m.Validate(); !errors.Is(err, ErrInvalidManifest) {
-		t.Fatalf("Validate = %v, want ErrInvalidManifest", err)
+	for _, bad := range []struct {
+		versioned bool
+		id        string
+	}{{true, NullVersionID}, {false, vid(1)}} {
+		m.Versioned, m.VersionID = bad.versioned, bad.id
+		if err := m.Validate(); !errors.Is(err, ErrInvalidManifest) {
+			t.Fatalf("Validate(%v, %q) = %v, want ErrInvalidManifest", bad.versioned, bad.id, err)
+		}
 	}
-	if m.S3VersionID() != NullVersionID {
-		t.Fatal("S3VersionID")
-	}
-	m.VersionID = ""
+	m.Versioned, m.VersionID = false, ""
 	if err := m.Validate(); err != nil || m.S3VersionID() != NullVersionID {
 		t.Fatalf("null version: %v %q", err, m.S3VersionID())
+	}
+	m.Versioned = true
+	if m.S3VersionID() != vid(1) {
+		t.Fatalf("S3VersionID before storing = %q, want %q", m.S3VersionID(), vid(1))
+	}
+	s := openMem(t, nil, "n1")
+	if _, err := s.PutManifest(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetManifest(context.Background(), "b", "k")
+	if err != nil || got.VersionID != vid(1) {
+		t.Fatalf("stored version ID %q, want %q (%v)", got.VersionID, vid(1), err)
 	}
 }

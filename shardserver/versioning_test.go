@@ -9,10 +9,11 @@ import (
 	"github.com/regen-s3/regen/metadata"
 )
 
-// versioned is wide(ts, part) written in a bucket with versioning enabled.
+// versioned is wide(ts, part) written in a bucket with versioning
+// enabled, as servers store it (named by its version).
 func versioned(ts int64, part string) *metadata.Manifest {
 	m := wide(ts, part)
-	m.VersionID = m.Version.String()
+	m.Versioned, m.VersionID = true, m.Version.String()
 	return m
 }
 
@@ -35,7 +36,7 @@ func TestConfirmKeepsNoncurrentVersions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ce := newConfirmEnv(t)
 			if tc.v2.Deleted {
-				tc.v2.VersionID = tc.v2.Version.String()
+				tc.v2.VersionID = "" // a new version: the server names it
 			}
 			ce.putManifest(t, tc.v1)
 			ce.putManifest(t, tc.v2)
@@ -65,7 +66,7 @@ func TestDeleteVersionOverRPC(t *testing.T) {
 	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", "0000000000000007.gw"); err != nil || n != 0 {
 		t.Fatalf("delete of a version not held: %d %v", n, err)
 	}
-	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v2.VersionID); err != nil || n != 1 {
+	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v2.S3VersionID()); err != nil || n != 1 {
 		t.Fatalf("delete current version: %d %v", n, err)
 	}
 	if got := ce.state(t); got != "1 |" {
@@ -79,7 +80,7 @@ func TestDeleteVersionOverRPC(t *testing.T) {
 	if ce.exists(t, "p2", 1) || !ce.exists(t, "p1", 1) {
 		t.Fatal("want p2.1 collected, p1.1 kept")
 	}
-	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v1.VersionID); err != nil || n != 1 {
+	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v1.S3VersionID()); err != nil || n != 1 {
 		t.Fatalf("delete last version: %d %v", n, err)
 	}
 	if _, err := ce.client.GetManifest(ctx, ce.addr, "b", "k"); !errors.Is(err, shardrpc.ErrNotFound) {
