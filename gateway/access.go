@@ -400,7 +400,7 @@ func (g *Gateway) authorize(c *fiber.Ctx, req *request) error {
 // authorizeCopySource decides the read of a copy's source object
 // (CopyObject, UploadPartCopy) as a GetObject of it.
 func (g *Gateway) authorizeCopySource(ctx context.Context, c *fiber.Ctx, req *request) error {
-	bucket, key, err := copySource(c)
+	bucket, key, _, err := copySource(c)
 	if err != nil {
 		return err
 	}

@@ -19,47 +19,68 @@ import (
 )
 
 // copySource parses x-amz-copy-source: "bucket/key" or "/bucket/key",
-// URL-encoded, optionally with "?versionId=" (only the current version
-// exists here, so a version ID is refused).
-func copySource(c *fiber.Ctx) (bucket, key string, err error) {
+// URL-encoded, optionally with "?versionId=" (version is then that ID,
+// "null" included; empty for the current version).
+func copySource(c *fiber.Ctx) (bucket, key, version string, err error) {
 	raw := c.Get("x-amz-copy-source")
 	raw, query, _ := strings.Cut(raw, "?")
 	if query != "" {
 		q, _ := url.ParseQuery(query)
-		if v := q.Get("versionId"); v != "" && v != "null" {
-			return "", "", apiErr("NotImplemented", "regen keeps no object versions; copy the current version without versionId")
-		}
+		version = q.Get("versionId")
 	}
 	raw, err = url.PathUnescape(strings.TrimPrefix(raw, "/"))
 	if err != nil {
-		return "", "", apiErr("InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+		return "", "", "", apiErr("InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
 	}
 	bucket, key, ok := strings.Cut(raw, "/")
 	if !ok || bucket == "" || key == "" {
-		return "", "", apiErr("InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+		return "", "", "", apiErr("InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
 	}
 	if err := checkKey(key); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	return bucket, key, nil
+	return bucket, key, version, nil
 }
 
-// readSource resolves the copy source and applies the
+// readSource resolves the copy source (a version of it when asked, which
+// c's response names in x-amz-copy-source-version-id) and applies the
 // x-amz-copy-source-if-* preconditions.
 func (g *Gateway) readSource(ctx context.Context, c *fiber.Ctx) (*metadata.Manifest, error) {
-	bucket, key, err := copySource(c)
+	bucket, key, version, err := copySource(c)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := g.layer.bucket(ctx, g.buckets, bucket); err != nil {
+	b, err := g.layer.bucket(ctx, g.buckets, bucket)
+	if err != nil {
 		return nil, bucketErr(err)
 	}
-	src, err := g.layer.readManifest(ctx, bucket, key)
+	var src *metadata.Manifest
+	switch {
+	case version == "" || version == metadata.NullVersionID && b.Versioning == "":
+		src, err = g.layer.readManifest(ctx, bucket, key)
+	case b.Versioning == "":
+		return nil, apiErr("InvalidArgument", "Invalid version id specified")
+	default:
+		if _, perr := metadata.ParseVersion(version); perr != nil && version != metadata.NullVersionID {
+			return nil, apiErr("InvalidArgument", "Invalid version id specified")
+		}
+		src, err = g.readVersion(ctx, bucket, key, version, false)
+		if dm := (*deleteMarkerError)(nil); errors.As(err, &dm) {
+			// S3: a delete marker is no source.
+			return nil, apiErr("InvalidRequest", "The source of a copy request may not specifically refer to a delete marker by version id.")
+		}
+		if errors.Is(err, errNotFound) {
+			return nil, apiErr("NoSuchVersion", "The specified version does not exist.")
+		}
+	}
 	if errors.Is(err, errNotFound) {
 		return nil, apiErr("NoSuchKey", "The specified key does not exist.")
 	}
 	if err != nil {
 		return nil, err
+	}
+	if b.Versioning != "" {
+		c.Set("x-amz-copy-source-version-id", src.S3VersionID())
 	}
 	return src, copyConditions(c, src)
 }
@@ -175,6 +196,7 @@ func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
 	if err := g.storeObject(ctx, req, m, code, seal, body, src.Size, nil, cond); err != nil {
 		return err
 	}
+	setVersionHeader(c, g.versioningOf(ctx, m.Bucket), m)
 	setSSEHeaders(c, m.SSE, seal)
 	return sendXML(c, fiber.StatusOK, CopyObjectResult{ETag: `"` + m.ETag + `"`, LastModified: ts(m.Modified)})
 }

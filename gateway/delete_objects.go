@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"sync"
+
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/metadata"
 )
 
 // deleteParallelism bounds how many keys of one DeleteObjects request are
@@ -27,6 +31,9 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 	cancel()
 	if err != nil {
 		return bucketErr(err)
+	}
+	if b.Versioning != "" {
+		return g.deleteObjectsVersioned(c, req, &b, body)
 	}
 	errs := make([]error, len(body.Objects))
 	var keys []string
@@ -66,6 +73,67 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 		}
 		if !body.Quiet {
 			out.Deleted = append(out.Deleted, DeletedObject{Key: o.Key, VersionID: o.VersionID})
+		}
+	}
+	return sendXML(c, fiber.StatusOK, out)
+}
+
+// deleteObjectsVersioned is DeleteObjects in a versioned bucket: each
+// object is a DELETE of its own (a delete marker, or the removal of the
+// version named), deleteParallelism at a time. The batched path of
+// unversioned buckets writes tombstones over current versions only.
+func (g *Gateway) deleteObjectsVersioned(c *fiber.Ctx, req *request, b *metadata.Bucket, body DeleteObjectsRequest) error {
+	out := DeleteResult{}
+	results := make([]DeletedObject, len(body.Objects))
+	errs := make([]error, len(body.Objects))
+	sem := make(chan struct{}, deleteParallelism)
+	var wg sync.WaitGroup
+	for i, o := range body.Objects {
+		switch {
+		case len(o.Key) > maxKeyLen:
+			errs[i] = apiErr("KeyTooLongError", "Your key is too long")
+			continue
+		case o.VersionID != "" && o.VersionID != metadata.NullVersionID:
+			if _, err := metadata.ParseVersion(o.VersionID); err != nil {
+				errs[i] = apiErr("NoSuchVersion", "The specified version does not exist.")
+				continue
+			}
+		}
+		if err := g.keyAllowed(c, req, b, o.Key); err != nil {
+			errs[i] = err
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ctx, cancel := g.opContext()
+			defer cancel()
+			res := DeletedObject{Key: o.Key, VersionID: o.VersionID}
+			if o.VersionID != "" {
+				m, err := g.layer.deleteVersion(ctx, req.bucket, o.Key, storedVersionID(o.VersionID))
+				if m != nil && m.Deleted {
+					res.DeleteMarker, res.DeleteMarkerVersionID = true, o.VersionID
+				}
+				results[i], errs[i] = res, err
+				return
+			}
+			m, err := g.writeDeleteMarker(ctx, req.bucket, o.Key, b.Versioning == metadata.VersioningEnabled)
+			if err == nil {
+				res.DeleteMarker, res.DeleteMarkerVersionID = true, m.S3VersionID()
+			}
+			results[i], errs[i] = res, err
+		}()
+	}
+	wg.Wait()
+	for i, o := range body.Objects {
+		if errs[i] != nil {
+			ae := toS3(errs[i])
+			out.Errors = append(out.Errors, DeleteError{Key: o.Key, VersionID: o.VersionID, Code: ae.Code, Message: ae.Message})
+			continue
+		}
+		if !body.Quiet {
+			out.Deleted = append(out.Deleted, results[i])
 		}
 	}
 	return sendXML(c, fiber.StatusOK, out)

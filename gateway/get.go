@@ -209,20 +209,42 @@ func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manif
 func (g *Gateway) getObject(c *fiber.Ctx, req *request, head bool) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
-	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	if err != nil {
 		return bucketErr(err)
 	}
-	read := g.layer.readManifest
-	if head {
-		read = g.layer.readHead
+	id, byID, err := versionIDParam(req, b.Versioning)
+	if err != nil {
+		return err
 	}
-	m, err := read(ctx, req.bucket, req.key)
+	var m *metadata.Manifest
+	switch {
+	case byID:
+		m, err = g.readVersion(ctx, req.bucket, req.key, id, head)
+	case b.Versioning != "":
+		m, err = g.layer.lookupWhere(ctx, req.bucket, req.key, !head, nil)
+	case head:
+		m, err = g.layer.readHead(ctx, req.bucket, req.key)
+	default:
+		m, err = g.layer.readManifest(ctx, req.bucket, req.key)
+	}
+	if dm := (*deleteMarkerError)(nil); b.Versioning != "" && errors.As(err, &dm) {
+		markerHeaders(c, dm.m, byID)
+		if byID {
+			// S3: a delete marker has no data to GET or HEAD.
+			return apiErr("MethodNotAllowed", "The specified method is not allowed against this resource.")
+		}
+	}
 	if errors.Is(err, errNotFound) {
+		if byID {
+			return apiErr("NoSuchVersion", "The specified version does not exist.")
+		}
 		return apiErr("NoSuchKey", "The specified key does not exist.")
 	}
 	if err != nil {
 		return err
 	}
+	setVersionHeader(c, b.Versioning, m)
 	seal, err := g.sealerFor(c, m.SSE, objectSSE)
 	if err != nil {
 		return err

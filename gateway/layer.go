@@ -28,6 +28,7 @@ type ShardAPI interface {
 	PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, lease string) ([]shardrpc.PutResult, error)
 	Committed(ctx context.Context, addr string, refs []shardrpc.VersionRef) error
 	AbortManifest(ctx context.Context, addr, bucket, key string, v metadata.Version) error
+	DeleteVersion(ctx context.Context, addr, bucket, key, id string) (int, error)
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
 	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
 	GetManifestHeads(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
@@ -167,6 +168,8 @@ type manifestVote struct {
 	// calls them dead, or the request failed.
 	unreachable int
 	errs        []error
+	// keep, when set, selects the versions counted (lookupWhere).
+	keep func(*metadata.Manifest) bool
 }
 
 // readManifest returns the newest manifest of bucket/key that every
@@ -207,8 +210,21 @@ func (l *layer) readHead(ctx context.Context, bucket, key string) (*metadata.Man
 // small batches further along the order (placements shifted by failures
 // and repairs).
 func (l *layer) lookup(ctx context.Context, bucket, key string, inline bool) (*metadata.Manifest, error) {
+	m, err := l.lookupWhere(ctx, bucket, key, inline, nil)
+	if _, ok := err.(*deleteMarkerError); ok {
+		return nil, errNotFound
+	}
+	return m, err
+}
+
+// lookupWhere is lookup over the manifests keep accepts only (nil: all):
+// with matchVersion, the lookup of one version of a versioned key, by
+// the same rules. A tombstone found is returned as a *deleteMarkerError,
+// which is errNotFound to callers that do not look further.
+func (l *layer) lookupWhere(ctx context.Context, bucket, key string, inline bool, keep func(*metadata.Manifest) bool) (*metadata.Manifest, error) {
 	order, addrs := l.manifestOrder(bucket, key)
 	v := newVote()
+	v.keep = keep
 	first := order[:min(len(order), max(l.maxN, 1))]
 	var batches [][]string
 	var ask, rest []string
@@ -236,7 +252,7 @@ func (l *layer) lookup(ctx context.Context, bucket, key string, inline bool) (*m
 		switch verdict {
 		case verdictFound:
 			if m.Deleted {
-				return nil, errNotFound
+				return nil, &deleteMarkerError{m}
 			}
 			if inline && hasInline(m) && m.Inline == nil {
 				return l.fetchInline(ctx, m, v.holders[m.Version], addrs)
@@ -296,6 +312,9 @@ func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest) {
 	v.answered[id] = true
 	for _, m := range versions {
 		l.clock.observe(m.Version)
+		if v.keep != nil && !v.keep(m) {
+			continue
+		}
 		if have, ok := v.byVersion[m.Version]; !ok || (have.Inline == nil && m.Inline != nil) {
 			v.byVersion[m.Version] = m
 		}

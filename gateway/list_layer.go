@@ -25,6 +25,12 @@ type listParams struct {
 	Bucket, Prefix, Delimiter string
 	After                     string // return names strictly after this
 	Max                       int
+	// Versions lists every visible version of each key
+	// (ListObjectVersions of a versioned bucket): an entry is the key's
+	// newest version with the older ones in Previous, newest first (see
+	// visibleVersions), and keys whose newest version is a delete marker
+	// are listed too.
+	Versions bool
 }
 
 type listResult struct {
@@ -167,8 +173,14 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 				c.buf = c.buf[1:]
 			}
 		}
-		best, ok := l.confirmedEntry(same, silent)
-		if !ok || (best.Prefix == "" && best.Deleted) {
+		var best metadata.ListEntry
+		var ok bool
+		if p.Versions && same[0].Prefix == "" {
+			best, ok = l.visibleVersions(same, silent)
+		} else if best, ok = l.confirmedEntry(same, silent); ok && best.Prefix == "" && best.Deleted {
+			continue
+		}
+		if !ok {
 			continue
 		}
 		if len(res.Objects)+len(res.Prefixes) == p.Max {

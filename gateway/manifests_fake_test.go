@@ -53,6 +53,11 @@ func newFakeManifests() *fakeManifests {
 }
 
 func (f *fakeManifests) store(addr string, m *metadata.Manifest) {
+	if m.Versioned && m.VersionID == "" {
+		c := *m // as metadata.Store.PutManifest names it
+		c.VersionID = c.Version.String()
+		m = &c
+	}
 	if f.held[addr] == nil {
 		f.held[addr] = map[string][]*metadata.Manifest{}
 	}
@@ -152,6 +157,22 @@ func (f *fakeManifests) AbortManifest(_ context.Context, addr, bucket, key strin
 	k := bucket + "/" + key
 	f.held[addr][k] = slices.DeleteFunc(f.held[addr][k], func(m *metadata.Manifest) bool { return m.Version == v })
 	return nil
+}
+
+func (f *fakeManifests) DeleteVersion(_ context.Context, addr, bucket, key, id string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.down[addr] || f.refuse[addr] {
+		return 0, fmt.Errorf("%s down", addr)
+	}
+	k := bucket + "/" + key
+	if f.held[addr] == nil {
+		return 0, nil
+	}
+	before := len(f.held[addr][k])
+	f.held[addr][k] = slices.DeleteFunc(f.held[addr][k], func(m *metadata.Manifest) bool { return m.VersionID == id })
+	return before - len(f.held[addr][k]), nil
 }
 
 // fakeCluster is a gateway over n fake shard servers s0..s(n-1) at

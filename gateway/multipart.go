@@ -243,6 +243,9 @@ func (g *Gateway) completeMultipartUpload(c *fiber.Ctx, req *request) error {
 	for i, p := range m.Parts {
 		keep[i] = p.ID
 	}
+	// The bucket's versioning when the upload completes decides, as in S3.
+	state := g.versioningOf(ctx, req.bucket)
+	m.Versioned = state == metadata.VersioningEnabled
 	if err := g.commit(ctx, m, u.Placement, quorum, cond); err != nil {
 		if errors.Is(err, errStayed) {
 			// The object is visible with these parts: the upload is
@@ -255,6 +258,7 @@ func (g *Gateway) completeMultipartUpload(c *fiber.Ctx, req *request) error {
 	if u.SSE != nil && !u.SSE.Customer {
 		c.Set(hdrSSE, sseAES256)
 	}
+	setVersionHeader(c, state, m)
 	return sendXML(c, fiber.StatusOK, CompleteMultipartUploadResult{
 		Location: "/" + req.bucket + "/" + req.key, Bucket: req.bucket, Key: req.key,
 		ETag: `"` + m.ETag + `"`, Checksums: checksumsXML(m.Checksums),

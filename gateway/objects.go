@@ -135,6 +135,7 @@ func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 	if err := g.storeObject(ctx, req, m, code, seal, body, size, wantMD5, cond); err != nil {
 		return err
 	}
+	setVersionHeader(c, g.versioningOf(ctx, m.Bucket), m)
 	g.metrics.bytesIn.Add(float64(size))
 	setChecksumHeaders(c, m.Checksums)
 	setSSEHeaders(c, m.SSE, seal)
@@ -228,6 +229,7 @@ func (g *Gateway) prepareManifest(ctx context.Context, m *metadata.Manifest, ask
 		m.StorageClass = "STANDARD"
 	}
 	m.Code, m.CodecFormat = codeName, codec.FormatVersion
+	m.Versioned = b.Versioning == metadata.VersioningEnabled
 	return code, seal, nil
 }
 
@@ -409,8 +411,15 @@ func (g *Gateway) abandon(m *metadata.Manifest, ok []bool) {
 func (g *Gateway) deleteObject(c *fiber.Ctx, req *request) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
-	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	if err != nil {
 		return bucketErr(err)
+	}
+	if b.Versioning != "" {
+		return g.deleteInVersioned(c, req, b.Versioning)
+	}
+	if _, _, err := versionIDParam(req, b.Versioning); err != nil {
+		return err
 	}
 	if err := g.deleteKey(ctx, req.bucket, req.key); err != nil {
 		return err

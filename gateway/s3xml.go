@@ -400,16 +400,28 @@ type ListVersionsResult struct {
 	CommonPrefixes      []PrefixEntry  `xml:"CommonPrefixes"`
 }
 
-// VersionEntry is one Version of ListVersionsResult.
+// VersionEntry is one Version of ListVersionsResult, or a DeleteMarker
+// when XMLName says so (Marker): S3 interleaves the two in key order, so
+// they share one slice. A marker has no ETag, Size or StorageClass.
 type VersionEntry struct {
+	// XMLName is empty for a Version (the field's tag names it), and
+	// set by Marker for a DeleteMarker.
+	XMLName      xml.Name
 	Key          string         `xml:"Key"`
 	VersionID    string         `xml:"VersionId"`
 	IsLatest     bool           `xml:"IsLatest"`
 	LastModified Timestamp      `xml:"LastModified"`
-	ETag         string         `xml:"ETag"`
-	Size         int64          `xml:"Size"`
-	StorageClass string         `xml:"StorageClass"`
+	ETag         string         `xml:"ETag,omitempty"`
+	Size         *int64         `xml:"Size,omitempty"`
+	StorageClass string         `xml:"StorageClass,omitempty"`
 	Owner        *CanonicalUser `xml:"Owner,omitempty"`
+}
+
+// Marker makes e a DeleteMarker entry.
+func (e VersionEntry) Marker() VersionEntry {
+	e.XMLName = xml.Name{Local: "DeleteMarker"}
+	e.ETag, e.Size, e.StorageClass = "", nil, ""
+	return e
 }
 
 // ---- GetObjectAttributes ----

@@ -333,6 +333,10 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 			}
 			return g.bucketEncryption(c, req)
 		}
+		if q.Has("versioning") && req.method == fiber.MethodPut {
+			*op = "PutBucketVersioning"
+			return g.bucketVersioning(c, req)
+		}
 		if q.Has("ownershipControls") {
 			*op = "PutBucketOwnershipControls"
 			if req.method == fiber.MethodDelete {
@@ -431,9 +435,8 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 	if err := onlyParams(req.query, objectParams[req.method]...); err != nil {
 		return err
 	}
-	if v, ok := req.query["versionId"]; ok && (len(v) != 1 || v[0] != "null") {
-		return apiErr("NotImplemented", "regen keeps no object versions; only versionId=null (the current version) is accepted")
-	}
+	// NB: ?versionId is checked by each operation against the bucket's
+	// versioning (versionIDParam).
 	switch req.method {
 	case fiber.MethodPut:
 		*op = "PutObject"

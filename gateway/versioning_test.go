@@ -1,0 +1,247 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// putVersionFake writes a versioned object (or, with deleted, a delete
+// marker) of bucket/key to the first nine servers of its order, except
+// those in skip, as a PUT (DELETE) in a bucket with versioning enabled
+// does; the fake servers name it by its version.
+func putVersionFake(g *Gateway, f *fakeManifests, bucket, key, data string, deleted bool, skip ...int) *metadata.Manifest {
+	order, _ := g.layer.manifestOrder(bucket, key)
+	m := &metadata.Manifest{Bucket: bucket, Key: key, Version: g.layer.clock.next(), Code: "rs-6-3", Placement: order[:9],
+		Versioned: true, Deleted: deleted}
+	if !deleted {
+		m.Size, m.Inline, m.ETag = int64(len(data)), []byte(data), data
+	}
+	m.VersionID = m.Version.String()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, id := range order[:9] {
+		if !slices.Contains(skip, i) {
+			f.store("a"+id[1:], m)
+		}
+	}
+	return m
+}
+
+// TestVersionLookup reads versions of a key by ID with the rules of the
+// current version's lookup: found when k servers hold it, a delete marker
+// told apart from absence, absent only when proven, 503 otherwise.
+func TestVersionLookup(t *testing.T) {
+	ctx := context.Background()
+	g, f, kill := fakeCluster(t, 12)
+	v1 := putVersionFake(g, f, "b", "k", "one", false)
+	v2 := putVersionFake(g, f, "b", "k", "two", false)
+	order, _ := g.layer.manifestOrder("b", "k")
+
+	if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || string(m.Inline) != "two" {
+		t.Fatalf("current: %v, %v; want v2", m, err)
+	}
+	for _, tc := range []struct {
+		name string
+		id   string
+		want string // data, "absent" or "unsure"
+		dead []int  // positions in the key's order
+	}{
+		{"newest by ID", v2.VersionID, "two", nil},
+		{"noncurrent by ID", v1.VersionID, "one", nil},
+		{"noncurrent with m servers down", v1.VersionID, "one", []int{0, 1, 2}},
+		{"an ID never written is absent", metadata.Version{TS: 7, Writer: "gw"}.String(), "absent", nil},
+		{"the null version is absent", "", "absent", nil},
+		{"too many silent: not proven absent", metadata.Version{TS: 7, Writer: "gw"}.String(), "unsure", []int{0, 1, 2, 3, 4, 5}},
+		{"too many silent: not readable", v1.VersionID, "unsure", []int{0, 1, 2, 3, 4, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dead []int
+			for _, p := range tc.dead {
+				dead = append(dead, idx(order[p]))
+			}
+			kill(dead...)
+			defer kill()
+			m, err := g.layer.lookupWhere(ctx, "b", "k", true, matchVersion(tc.id))
+			switch tc.want {
+			case "absent":
+				if !errors.Is(err, errNotFound) {
+					t.Fatalf("got %v, %v; want not found", m, err)
+				}
+			case "unsure":
+				if !errors.Is(err, errUnavailable) {
+					t.Fatalf("got %v, %v; want unavailable", m, err)
+				}
+			default:
+				if err != nil || string(m.Inline) != tc.want {
+					t.Fatalf("got %v, %v; want %q", m, err, tc.want)
+				}
+			}
+		})
+	}
+
+	// A delete marker on top: the current lookup says "not found" and
+	// tells which marker; the versions under it stay readable by ID.
+	dm := putVersionFake(g, f, "b", "k", "", true)
+	var mk *deleteMarkerError
+	if _, err := g.layer.lookupWhere(ctx, "b", "k", false, nil); !errors.As(err, &mk) || mk.m.VersionID != dm.VersionID || !errors.Is(err, errNotFound) {
+		t.Fatalf("current under a marker: %v; want the marker, as not found", err)
+	}
+	if _, err := g.layer.readHead(ctx, "b", "k"); err != errNotFound {
+		t.Fatalf("readHead under a marker: %v; want errNotFound itself, as before versioning", err)
+	}
+	if m, err := g.layer.lookupWhere(ctx, "b", "k", false, matchVersion(dm.VersionID)); !errors.As(err, &mk) {
+		t.Fatalf("marker by ID: %v, %v; want a deleteMarkerError", m, err)
+	}
+	if m, err := g.layer.lookupWhere(ctx, "b", "k", true, matchVersion(v2.VersionID)); err != nil || string(m.Inline) != "two" {
+		t.Fatalf("v2 under the marker: %v, %v", m, err)
+	}
+}
+
+// TestDeleteVersion removes one version from the servers that hold it:
+// a marker removed brings the object back, a version removed is absent
+// afterwards, an absent one is a success that changes nothing, and with
+// more than n-(k+1) placement servers down it fails (503), never a
+// success short of a write quorum.
+func TestDeleteVersion(t *testing.T) {
+	ctx := context.Background()
+	g, f, kill := fakeCluster(t, 12)
+	v1 := putVersionFake(g, f, "b", "k", "one", false)
+	dm := putVersionFake(g, f, "b", "k", "", true)
+	order, _ := g.layer.manifestOrder("b", "k")
+
+	m, err := g.layer.deleteVersion(ctx, "b", "k", dm.VersionID)
+	if err != nil || m == nil || !m.Deleted {
+		t.Fatalf("delete the marker: %v, %v", m, err)
+	}
+	if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || string(m.Inline) != "one" {
+		t.Fatalf("after the marker went: %v, %v; want v1 back", m, err)
+	}
+	if f.distinctVersions("b", "k", func(m *metadata.Manifest) bool { return m.VersionID == dm.VersionID }) != 0 {
+		t.Fatal("a server still holds the removed marker")
+	}
+	if m, err := g.layer.deleteVersion(ctx, "b", "k", dm.VersionID); err != nil || m != nil {
+		t.Fatalf("delete of a version already gone: %v, %v; want success, nothing removed", m, err)
+	}
+
+	kill(idx(order[0]), idx(order[1]), idx(order[2]))
+	if _, err := g.layer.deleteVersion(ctx, "b", "k", v1.VersionID); !errors.Is(err, errUnavailable) {
+		t.Fatalf("delete with 3 of 9 down: %v; want unavailable (write quorum 7)", err)
+	}
+	kill(idx(order[0]), idx(order[1]))
+	if _, err := g.layer.deleteVersion(ctx, "b", "k", v1.VersionID); err != nil {
+		t.Fatalf("delete with 2 of 9 down: %v", err)
+	}
+	kill()
+	// Two servers missed the removal and still hold v1: fewer than k,
+	// so neither the key nor the version is readable, and it is absent.
+	if _, err := g.layer.readManifest(ctx, "b", "k"); !errors.Is(err, errNotFound) {
+		t.Fatalf("key after its only version went: %v; want not found", err)
+	}
+	if _, err := g.layer.lookupWhere(ctx, "b", "k", false, matchVersion(v1.VersionID)); !errors.Is(err, errNotFound) {
+		t.Fatalf("removed version: %v; want not found", err)
+	}
+}
+
+// TestWriteDeleteMarker: a DELETE in a versioned bucket adds a marker
+// over the current version and keeps it; in a suspended bucket the marker
+// is the null version.
+func TestWriteDeleteMarker(t *testing.T) {
+	ctx := context.Background()
+	g, f, _ := fakeCluster(t, 12)
+	v1 := putVersionFake(g, f, "b", "k", "one", false)
+	for _, versioned := range []bool{true, false} {
+		mk, err := g.writeDeleteMarker(ctx, "b", "k", versioned)
+		if err != nil || !mk.Deleted || mk.Versioned != versioned || !slices.Equal(mk.Placement, v1.Placement) {
+			t.Fatalf("marker (versioned %v): %+v, %v", versioned, mk, err)
+		}
+		var dm *deleteMarkerError
+		if _, err := g.layer.lookupWhere(ctx, "b", "k", false, nil); !errors.As(err, &dm) || dm.m.Version != mk.Version {
+			t.Fatalf("current after the marker: %v", err)
+		}
+		if want := metadata.NullVersionID; !versioned && mk.S3VersionID() != want {
+			t.Fatalf("suspended marker's ID %q, want %q", mk.S3VersionID(), want)
+		}
+	}
+	if m, err := g.layer.lookupWhere(ctx, "b", "k", true, matchVersion(v1.VersionID)); err != nil || string(m.Inline) != "one" {
+		t.Fatalf("v1 under the markers: %v, %v", m, err)
+	}
+}
+
+// TestVisibleVersions: ListObjectVersions lists, per key, the versions
+// that may be visible, newest manifest per version ID, newest first.
+func TestVisibleVersions(t *testing.T) {
+	g, _, _ := fakeCluster(t, 12)
+	at := func(ts int64) metadata.Version { return metadata.Version{TS: ts, Writer: "gw"} }
+	e := func(ts int64, id int64, deleted bool) metadata.ListEntry {
+		le := metadata.ListEntry{Key: "k", Version: at(ts), Code: "rs-6-3", Deleted: deleted, Modified: time.Unix(ts, 0)}
+		if id > 0 {
+			le.VersionID = at(id).String()
+		}
+		return le
+	}
+	// server returns its current entry with its previous versions.
+	server := func(cur metadata.ListEntry, prev ...metadata.ListEntry) metadata.ListEntry {
+		cur.Previous = prev
+		return cur
+	}
+	times := func(n int, le metadata.ListEntry) []metadata.ListEntry {
+		out := make([]metadata.ListEntry, n)
+		for i := range out {
+			out[i] = le
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		same   []metadata.ListEntry
+		silent int
+		want   []int64 // TS of the versions listed, newest first; nil: key not listed
+	}{
+		{"all versions, newest first", times(9, server(e(3, 3, false), e(2, 2, false), e(1, 0, false))), 0, []int64{3, 2, 1}},
+		{"a failed write on 2 servers is not listed", append(times(7, server(e(2, 2, false), e(1, 1, false))), times(2, server(e(5, 5, false), e(2, 2, false), e(1, 1, false)))...), 0, []int64{2, 1}},
+		{"with silent servers it may be visible", append(times(5, server(e(2, 2, false), e(1, 1, false))), times(2, server(e(5, 5, false), e(2, 2, false), e(1, 1, false)))...), 4, []int64{5, 2, 1}},
+		{"a repair switch and its original: the newest manifest only", times(9, server(e(4, 2, false), e(2, 2, false), e(1, 1, false))), 0, []int64{4, 1}},
+		{"two null versions, unconfirmed: the newest only", times(9, server(e(3, 0, false), e(2, 0, false), e(1, 1, false))), 0, []int64{3, 1}},
+		{"a delete marker on top is listed", times(9, server(e(3, 3, true), e(2, 2, false))), 0, []int64{3, 2}},
+		{"a null tombstone over nothing is not", times(9, server(e(3, 3, false), e(2, 0, true))), 0, []int64{3}},
+		{"only a null tombstone: key not listed", times(9, server(e(2, 0, true))), 0, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := g.layer.visibleVersions(tc.same, tc.silent)
+			if !ok {
+				if tc.want != nil {
+					t.Fatalf("key not listed, want %v", tc.want)
+				}
+				return
+			}
+			var ts []int64
+			for _, v := range append([]metadata.ListEntry{got}, got.Previous...) {
+				ts = append(ts, v.Version.TS)
+			}
+			if !slices.Equal(ts, tc.want) {
+				t.Fatalf("listed %v, want %v", ts, tc.want)
+			}
+		})
+	}
+}
+
+func TestKeyBefore(t *testing.T) {
+	for _, k := range []string{"a", "b/c", "k\x00", "zz", "é"} {
+		p := keyBefore(k)
+		if !(p < k) {
+			t.Fatalf("keyBefore(%q) = %q, not before it", k, p)
+		}
+		// No UTF-8 key lies strictly between them.
+		for _, between := range []string{k[:len(k)-1], k[:len(k)-1] + "\x7f", k + "\x00"} {
+			if p < between && between < k {
+				t.Fatalf("%q lies between keyBefore(%q) = %q and it", between, k, p)
+			}
+		}
+	}
+}

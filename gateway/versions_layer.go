@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// deleteMarkerError is a lookup's answer when the newest visible version
+// it found is a tombstone: a delete marker in a versioned bucket. It is
+// errNotFound for every caller that does not ask for the marker.
+type deleteMarkerError struct{ m *metadata.Manifest }
+
+func (e *deleteMarkerError) Error() string {
+	return fmt.Sprintf("%s/%s: deleted at %s", e.m.Bucket, e.m.Key, e.m.Version)
+}
+
+func (e *deleteMarkerError) Is(target error) bool { return target == errNotFound }
+
+// matchVersion selects the manifests of one version ID (empty: the null
+// version) for lookupWhere.
+func matchVersion(id string) func(*metadata.Manifest) bool {
+	return func(m *metadata.Manifest) bool { return m.VersionID == id }
+}
+
+// deleteVersion removes version id (empty: the null version) of
+// bucket/key for good. It reads the version by the lookup rules first: a
+// version proven absent is a success with nothing done (nil manifest),
+// as S3 answers; unsure is errUnavailable. Then every live server of the
+// key's first maxN and of the version's placement is asked to remove it,
+// and it succeeds once a write quorum of the placement has (removed it
+// or held none), so fewer than k servers can hold it afterwards and no
+// read or listing shows it again. It returns the version removed.
+//
+// NB: not fenced by the key's lease (docs/VERSIONING.md, known limits).
+func (l *layer) deleteVersion(ctx context.Context, bucket, key, id string) (*metadata.Manifest, error) {
+	m, err := l.lookupWhere(ctx, bucket, key, false, matchVersion(id))
+	var dm *deleteMarkerError
+	switch {
+	case errors.As(err, &dm):
+		m = dm.m
+	case errors.Is(err, errNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	order, _ := l.manifestOrder(bucket, key)
+	targets := slices.Clone(m.Placement)
+	for _, id := range order[:min(len(order), max(l.maxN, 1))] {
+		if !slices.Contains(targets, id) {
+			targets = append(targets, id)
+		}
+	}
+	var mu sync.Mutex
+	done := map[string]bool{}
+	_, errs := l.onLive(targets, func(node, addr string) error {
+		if _, err := l.shards.DeleteVersion(ctx, addr, bucket, key, id); err != nil {
+			return err
+		}
+		mu.Lock()
+		done[node] = true
+		mu.Unlock()
+		return nil
+	})
+	ok := 0
+	for _, node := range m.Placement {
+		if done[node] {
+			ok++
+		}
+	}
+	if want := l.writeQuorum(m); ok < want {
+		return nil, fmt.Errorf("%w: version %q of %s/%s removed on %d of %d servers, %d needed: %w",
+			errUnavailable, id, bucket, key, ok, len(m.Placement), want, errors.Join(errs...))
+	}
+	return m, nil
+}
+
+// visibleVersions is confirmedEntry for ListObjectVersions: every version
+// of the key that may be visible (its votes, counting previous versions,
+// plus the silent servers reach k), the newest manifest of each version
+// ID only (a repair switch or a tag update leaves an older manifest of
+// the same version until it is confirmed), newest first: the first is
+// returned with the others in its Previous. A null tombstone with no
+// version under it is left out: it is a delete from before versioning (or
+// a suspended bucket's marker over nothing), which hides nothing. ok is
+// false when nothing is left.
+func (l *layer) visibleVersions(same []metadata.ListEntry, silent int) (metadata.ListEntry, bool) {
+	var all []metadata.ListEntry
+	for _, e := range same {
+		all = append(all, e)
+		for _, p := range e.Previous {
+			p.Key = e.Key
+			all = append(all, p)
+		}
+	}
+	votes := map[metadata.Version]int{}
+	for _, e := range all {
+		votes[e.Version]++
+	}
+	newest := map[string]metadata.ListEntry{} // by version ID
+	for _, e := range all {
+		need := 1
+		if e.Code != "" {
+			if c, err := l.code(e.Code); err == nil {
+				need = max(c.DataShards()-silent, 1)
+			}
+		}
+		if votes[e.Version] < need {
+			continue
+		}
+		if have, ok := newest[e.VersionID]; !ok || have.Version.Less(e.Version) {
+			newest[e.VersionID] = e
+		}
+	}
+	var out []metadata.ListEntry
+	for _, e := range newest {
+		e.Previous = nil
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b metadata.ListEntry) int {
+		switch {
+		case b.Version.Less(a.Version):
+			return -1
+		case a.Version.Less(b.Version):
+			return 1
+		}
+		return 0
+	})
+	if n := len(out); n > 0 && out[n-1].Deleted && out[n-1].VersionID == "" {
+		out = out[:n-1]
+	}
+	if len(out) == 0 {
+		return metadata.ListEntry{}, false
+	}
+	first := out[0]
+	first.Previous = out[1:]
+	return first, true
+}
