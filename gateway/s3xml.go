@@ -401,12 +401,9 @@ type ListVersionsResult struct {
 }
 
 // VersionEntry is one Version of ListVersionsResult, or a DeleteMarker
-// when XMLName says so (Marker): S3 interleaves the two in key order, so
-// they share one slice. A marker has no ETag, Size or StorageClass.
+// (Marker): S3 interleaves the two in key order, so they share one slice.
+// A marker has no ETag, Size or StorageClass.
 type VersionEntry struct {
-	// XMLName is empty for a Version (the field's tag names it), and
-	// set by Marker for a DeleteMarker.
-	XMLName      xml.Name
 	Key          string         `xml:"Key"`
 	VersionID    string         `xml:"VersionId"`
 	IsLatest     bool           `xml:"IsLatest"`
@@ -415,13 +412,26 @@ type VersionEntry struct {
 	Size         *int64         `xml:"Size,omitempty"`
 	StorageClass string         `xml:"StorageClass,omitempty"`
 	Owner        *CanonicalUser `xml:"Owner,omitempty"`
+
+	marker bool
 }
 
 // Marker makes e a DeleteMarker entry.
 func (e VersionEntry) Marker() VersionEntry {
-	e.XMLName = xml.Name{Local: "DeleteMarker"}
+	e.marker = true
 	e.ETag, e.Size, e.StorageClass = "", nil, ""
 	return e
+}
+
+// MarshalXML names a marker's element DeleteMarker.
+func (e VersionEntry) MarshalXML(enc *xml.Encoder, start xml.StartElement) error {
+	if e.marker {
+		start.Name.Local = "DeleteMarker"
+	}
+	// NB: a type without the method, or this would recurse; and without
+	// an XMLName field, which would make encoding/xml add xmlns="".
+	type plain VersionEntry
+	return enc.EncodeElement(plain(e), start)
 }
 
 // ---- GetObjectAttributes ----

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,5 +244,28 @@ func TestKeyBefore(t *testing.T) {
 				t.Fatalf("%q lies between keyBefore(%q) = %q and it", between, k, p)
 			}
 		}
+	}
+}
+
+// TestVersionsXML: versions and delete markers interleave in one list,
+// each under its own element name, a marker without ETag, Size or
+// StorageClass, and no xmlns="" on either (SDKs read both).
+func TestVersionsXML(t *testing.T) {
+	size := int64(0)
+	out := string(EncodeXML(ListVersionsResult{Name: "b", Versions: []VersionEntry{
+		VersionEntry{Key: "a", VersionID: "2", IsLatest: true, ETag: `"e"`, StorageClass: "STANDARD"}.Marker(),
+		{Key: "a", VersionID: "1", ETag: `"e"`, Size: &size, StorageClass: "STANDARD"},
+	}}))
+	for _, want := range []string{
+		"<DeleteMarker><Key>a</Key><VersionId>2</VersionId><IsLatest>true</IsLatest><LastModified>",
+		"<Version><Key>a</Key><VersionId>1</VersionId><IsLatest>false</IsLatest>",
+		"<ETag>&#34;e&#34;</ETag><Size>0</Size><StorageClass>STANDARD</StorageClass></Version>",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("%s\nwant it to contain %s", out, want)
+		}
+	}
+	if strings.Count(out, "<ETag>") != 1 || strings.Contains(out, `xmlns=""`) {
+		t.Fatalf("%s: a marker with an ETag, or xmlns=\"\"", out)
 	}
 }

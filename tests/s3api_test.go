@@ -377,9 +377,6 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 	}{
 		{http.MethodPut, "/other/tagged?retention", []byte("<Retention/>")},
 		{http.MethodPost, "/other/tagged?restore", []byte("<RestoreRequest/>")},
-		{http.MethodGet, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
-		{http.MethodDelete, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil},
-		{http.MethodPut, "/other?versioning", []byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`)},
 		{http.MethodDelete, "/other?website", nil},
 		{http.MethodDelete, "/other?analytics", nil},
 		{http.MethodPut, "/other?replication", []byte("<ReplicationConfiguration/>")},
@@ -387,6 +384,14 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 		code, body := signedRequest(t, d, r.method, r.path, r.body, nil)
 		if code != http.StatusNotImplemented || !strings.Contains(body, "<Code>NotImplemented</Code>") {
 			t.Errorf("%s %s: %d %s; want 501 NotImplemented", r.method, r.path, code, body)
+		}
+	}
+	// A bucket never versioned has only the null version: any other ID
+	// is refused as S3 refuses it, and touches nothing.
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		code, body := signedRequest(t, d, method, "/other/tagged?versionId=3HL4kqtJlcpXroDTDmJ", nil, nil)
+		if code != http.StatusBadRequest || !strings.Contains(body, "<Code>InvalidArgument</Code>") {
+			t.Errorf("%s ?versionId=<other> in an unversioned bucket: %d %s; want 400 InvalidArgument", method, code, body)
 		}
 	}
 	// SSE-KMS and object lock are refused, not silently skipped

@@ -1,0 +1,221 @@
+package tests
+
+import (
+	"bytes"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/minio/minio-go/v7"
+)
+
+// listVersions lists every version of bucket under prefix with minio-go,
+// as "key@id" with "*" after the latest and "~" after a delete marker,
+// and the version IDs by key@data position.
+func listVersions(t *testing.T, c *minio.Client, bucket, prefix string) []minio.ObjectInfo {
+	t.Helper()
+	var out []minio.ObjectInfo
+	for o := range c.ListObjects(ctx(t), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true, WithVersions: true}) {
+		if o.Err != nil {
+			t.Fatalf("list versions of %s/%s: %v", bucket, prefix, o.Err)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// renderListing prints versions as "key:id(*)(~)", ids replaced by the
+// names given in ids (id -> name).
+func renderListing(vs []minio.ObjectInfo, ids map[string]string) string {
+	var out []string
+	for _, v := range vs {
+		s := v.Key + ":" + ids[v.VersionID]
+		if ids[v.VersionID] == "" {
+			s = v.Key + ":?" + v.VersionID
+		}
+		if v.IsLatest {
+			s += "*"
+		}
+		if v.IsDeleteMarker {
+			s += "~"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestVersioning runs S3 versioning as a user meets it, with minio-go and
+// aws-sdk-go-v2 against regen dev: enable, versions on PUT, copy and
+// multipart, reads of old versions, delete markers, removal of versions,
+// the null version of a suspended bucket, listings and their pages.
+func TestVersioning(t *testing.T) {
+	parallel(t)
+	d := startDev(t)
+	c := d.client(t)
+	sdk := sdkClient(d)
+	if err := c.MakeBucket(ctx(t), "ver", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := c.GetBucketVersioning(ctx(t), "ver"); err != nil || cfg.Status != "" {
+		t.Fatalf("new bucket's versioning: %+v %v; want no status", cfg, err)
+	}
+	// An object from before versioning is the key's null version.
+	v0 := []byte("version zero, before versioning")
+	if info := put(t, c, "ver", "k", v0, minio.PutObjectOptions{}); info.VersionID != "" {
+		t.Fatalf("PUT in an unversioned bucket answered version %q", info.VersionID)
+	}
+	if err := c.EnableVersioning(ctx(t), "ver"); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := c.GetBucketVersioning(ctx(t), "ver"); err != nil || cfg.Status != "Enabled" {
+		t.Fatalf("versioning after enabling: %+v %v", cfg, err)
+	}
+
+	v1, v2 := []byte("version one"), bytes.Repeat([]byte("version two "), 30000) // v2 striped, not inline
+	id1 := put(t, c, "ver", "k", v1, minio.PutObjectOptions{}).VersionID
+	id2 := put(t, c, "ver", "k", v2, minio.PutObjectOptions{}).VersionID
+	if id1 == "" || id2 == "" || id1 == id2 || id1 == "null" {
+		t.Fatalf("version IDs %q, %q", id1, id2)
+	}
+	ids := map[string]string{"null": "v0", id1: "v1", id2: "v2"}
+	if got := get(t, c, "ver", "k", minio.GetObjectOptions{}); !bytes.Equal(got, v2) {
+		t.Fatalf("current version: %d bytes, want v2", len(got))
+	}
+	for id, want := range map[string][]byte{"null": v0, id1: v1, id2: v2} {
+		if got := get(t, c, "ver", "k", minio.GetObjectOptions{VersionID: id}); !bytes.Equal(got, want) {
+			t.Errorf("GET version %s: %q..., want %s", id, got[:min(len(got), 20)], ids[id])
+		}
+		st, err := c.StatObject(ctx(t), "ver", "k", minio.StatObjectOptions{VersionID: id})
+		if err != nil || st.VersionID != id || st.Size != int64(len(want)) {
+			t.Errorf("HEAD version %s: %+v %v", id, st, err)
+		}
+	}
+	if got := renderListing(listVersions(t, c, "ver", ""), ids); got != "k:v2* k:v1 k:v0" {
+		t.Fatalf("versions %q, want v2 (latest), v1, v0", got)
+	}
+
+	// DELETE adds a delete marker: the key is gone, its versions stay.
+	if err := c.RemoveObject(ctx(t), "ver", "k", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resp := doSigned(t, d, http.MethodGet, "/ver/k", nil, nil)
+	resp.Body.Close()
+	marker := resp.Header.Get("x-amz-version-id")
+	if resp.StatusCode != 404 || resp.Header.Get("x-amz-delete-marker") != "true" || marker == "" {
+		t.Fatalf("GET under a delete marker: %d, headers %v; want 404 with x-amz-delete-marker and its version", resp.StatusCode, resp.Header)
+	}
+	ids[marker] = "dm"
+	if got := renderListing(listVersions(t, c, "ver", ""), ids); got != "k:dm*~ k:v2 k:v1 k:v0" {
+		t.Fatalf("versions after DELETE %q", got)
+	}
+	if code, body := signedRequest(t, d, http.MethodGet, "/ver/k?versionId="+marker, nil, nil); code != 405 || !strings.Contains(body, "MethodNotAllowed") {
+		t.Fatalf("GET of the delete marker by ID: %d %s; want 405", code, body)
+	}
+	if got := get(t, c, "ver", "k", minio.GetObjectOptions{VersionID: id1}); !bytes.Equal(got, v1) {
+		t.Fatal("v1 unreadable under the delete marker")
+	}
+	// Removing the marker brings the object back.
+	if err := c.RemoveObject(ctx(t), "ver", "k", minio.RemoveObjectOptions{VersionID: marker}); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, c, "ver", "k", minio.GetObjectOptions{}); !bytes.Equal(got, v2) {
+		t.Fatal("the object did not come back when its delete marker was removed")
+	}
+	// Removing a version removes it for good.
+	if err := c.RemoveObject(ctx(t), "ver", "k", minio.RemoveObjectOptions{VersionID: id1}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := signedRequest(t, d, http.MethodGet, "/ver/k?versionId="+id1, nil, nil); code != 404 || !strings.Contains(body, "NoSuchVersion") {
+		t.Fatalf("GET of a removed version: %d %s; want 404 NoSuchVersion", code, body)
+	}
+	if got := renderListing(listVersions(t, c, "ver", ""), ids); got != "k:v2* k:v0" {
+		t.Fatalf("versions after removing v1 %q", got)
+	}
+
+	// CopyObject from an old version, and a multipart upload, are new
+	// versions that say so.
+	cp, err := c.CopyObject(ctx(t), minio.CopyDestOptions{Bucket: "ver", Object: "copy"}, minio.CopySrcOptions{Bucket: "ver", Object: "k", VersionID: "null"})
+	if err != nil || cp.VersionID == "" || cp.VersionID == "null" {
+		t.Fatalf("copy of the null version: %+v %v", cp, err)
+	}
+	if got := get(t, c, "ver", "copy", minio.GetObjectOptions{}); !bytes.Equal(got, v0) {
+		t.Fatal("the copy of the null version has other data")
+	}
+	big := randomData(6<<20, 31)
+	mp := put(t, c, "ver", "mp", big, minio.PutObjectOptions{PartSize: 5 << 20})
+	if mp.VersionID == "" || mp.VersionID == "null" {
+		t.Fatalf("multipart upload in a versioned bucket: version %q", mp.VersionID)
+	}
+	if got := get(t, c, "ver", "mp", minio.GetObjectOptions{VersionID: mp.VersionID}); !bytes.Equal(got, big) {
+		t.Fatal("multipart version unreadable by its ID")
+	}
+
+	// Suspended: a PUT replaces only the null version.
+	if err := c.SuspendVersioning(ctx(t), "ver"); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := c.GetBucketVersioning(ctx(t), "ver"); err != nil || cfg.Status != "Suspended" {
+		t.Fatalf("versioning after suspending: %+v %v", cfg, err)
+	}
+	v3 := []byte("version three, suspended")
+	if info := put(t, c, "ver", "k", v3, minio.PutObjectOptions{}); info.VersionID != "null" {
+		t.Fatalf("PUT in a suspended bucket: version %q, want null", info.VersionID)
+	}
+	if got := renderListing(listVersions(t, c, "ver", "k"), ids); got != "k:v0* k:v2" {
+		t.Fatalf("versions after a suspended PUT %q; want the null version (now v3) latest, then v2", got)
+	}
+	if got := get(t, c, "ver", "k", minio.GetObjectOptions{VersionID: "null"}); !bytes.Equal(got, v3) {
+		t.Fatal("the null version is not the suspended PUT")
+	}
+	if got := get(t, c, "ver", "k", minio.GetObjectOptions{VersionID: id2}); !bytes.Equal(got, v2) {
+		t.Fatal("v2 lost to a suspended PUT")
+	}
+
+	// The same listing, one entry per page, with aws-sdk-go-v2's markers.
+	var paged []string
+	in := &s3.ListObjectVersionsInput{Bucket: aws.String("ver"), MaxKeys: aws.Int32(1)}
+	for range 20 {
+		out, err := sdk.ListObjectVersions(ctx(t), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range out.Versions {
+			paged = append(paged, aws.ToString(v.Key)+":"+aws.ToString(v.VersionId))
+		}
+		for _, m := range out.DeleteMarkers {
+			paged = append(paged, aws.ToString(m.Key)+":"+aws.ToString(m.VersionId)+"~")
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
+	}
+	var whole []string
+	for _, v := range listVersions(t, c, "ver", "") {
+		whole = append(whole, v.Key+":"+v.VersionID)
+	}
+	if !slices.Equal(paged, whole) || len(whole) != 4 {
+		t.Fatalf("paged listing %v, whole %v", paged, whole)
+	}
+
+	// A bucket never versioned still answers as before.
+	if err := c.MakeBucket(ctx(t), "plain", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, "plain", "p", []byte("p"), minio.PutObjectOptions{})
+	if got := renderListing(listVersions(t, c, "plain", ""), map[string]string{"null": "null"}); got != "p:null*" {
+		t.Fatalf("unversioned listing %q", got)
+	}
+	resp = doSigned(t, d, http.MethodDelete, "/plain/p", nil, nil)
+	resp.Body.Close()
+	if resp.StatusCode != 204 || resp.Header.Get("x-amz-delete-marker") != "" || resp.Header.Get("x-amz-version-id") != "" {
+		t.Fatalf("DELETE in an unversioned bucket: %d %v", resp.StatusCode, resp.Header)
+	}
+	// A bucket never returns to unversioned.
+	if code, body := signedRequest(t, d, http.MethodPut, "/ver?versioning", []byte(`<VersioningConfiguration><Status></Status></VersioningConfiguration>`), nil); code != 400 || !strings.Contains(body, "MalformedXML") {
+		t.Fatalf("PUT versioning with no status: %d %s; want 400 MalformedXML", code, body)
+	}
+}
