@@ -120,7 +120,10 @@ func (g *Gateway) deleteBucket(c *fiber.Ctx, req *request) error {
 	// bucket: a settings update that read the live record cannot land
 	// after the tombstone and bring the bucket back.
 	err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-		res, err := g.layer.list(ctx, listParams{Bucket: req.bucket, Max: 1})
+		// NB: a versioned bucket is empty only without noncurrent
+		// versions and delete markers too, as in S3: deleting it would
+		// orphan them.
+		res, err := g.layer.list(ctx, listParams{Bucket: req.bucket, Max: 1, Versions: b.Versioning != ""})
 		if err != nil {
 			return err
 		}

@@ -3,7 +3,8 @@ listing with pagination, copy, multi-delete, presigned GET and PUT,
 conditional write, checksums, GET by part number, metadata names,
 version listings, url-encoded listings, object attributes, public-read
 with anonymous reads, ownership controls, and refused sub-resources and
-encryption (SSE-S3, SSE-C; SSE-KMS refused) against a running regen.
+encryption (SSE-S3, SSE-C; SSE-KMS refused), and versioning (old
+versions, delete markers, version listings) against a running regen.
 
 usage: boto3_scenario.py ENDPOINT WORKDIR (credentials from AWS_* env)
 """
@@ -194,6 +195,36 @@ def encryption(s3, bucket):
     s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "enc-s3"}, {"Key": "enc-c"}], "Quiet": True})
 
 
+def versioning(s3):
+    """Enable versioning, put twice, list versions, get the old version,
+    delete (a marker), delete the marker by ID (the object is back), then
+    remove every version so the bucket can go."""
+    bucket = "boto3-versioned"
+    s3.create_bucket(Bucket=bucket)
+    check(s3.get_bucket_versioning(Bucket=bucket).get("Status") is None, "new bucket has no versioning status")
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    check(s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled", "versioning enabled")
+    v1 = s3.put_object(Bucket=bucket, Key="doc", Body=b"first")["VersionId"]
+    v2 = s3.put_object(Bucket=bucket, Key="doc", Body=b"second")["VersionId"]
+    check(v1 and v2 and v1 != v2 and "null" not in (v1, v2), "PUTs answer distinct version IDs")
+    vs = s3.list_object_versions(Bucket=bucket)
+    check([(v["VersionId"], v["IsLatest"]) for v in vs.get("Versions", [])] == [(v2, True), (v1, False)],
+          "list_object_versions: newest first, latest marked")
+    check(s3.get_object(Bucket=bucket, Key="doc", VersionId=v1)["Body"].read() == b"first", "get the old version by ID")
+    dm = s3.delete_object(Bucket=bucket, Key="doc")
+    check(dm.get("DeleteMarker") is True and dm.get("VersionId"), "DELETE writes a delete marker")
+    check(error_code(lambda: s3.get_object(Bucket=bucket, Key="doc")) == "NoSuchKey", "deleted key is NoSuchKey")
+    vs = s3.list_object_versions(Bucket=bucket)
+    check([m["VersionId"] for m in vs.get("DeleteMarkers", [])] == [dm["VersionId"]] and len(vs.get("Versions", [])) == 2,
+          "the marker is listed over both versions")
+    s3.delete_object(Bucket=bucket, Key="doc", VersionId=dm["VersionId"])
+    check(s3.get_object(Bucket=bucket, Key="doc")["Body"].read() == b"second", "deleting the marker brings the object back")
+    check(error_code(lambda: s3.delete_bucket(Bucket=bucket)) == "BucketNotEmpty", "a bucket with versions is not empty")
+    s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "doc", "VersionId": v} for v in (v1, v2)], "Quiet": True})
+    check(not s3.list_object_versions(Bucket=bucket).get("Versions"), "every version removed")
+    s3.delete_bucket(Bucket=bucket)
+
+
 def main():
     endpoint, work = sys.argv[1], sys.argv[2]
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -263,6 +294,7 @@ def main():
     cors(s3, endpoint, bucket)
     policy(s3, endpoint, bucket)
     encryption(s3, bucket)
+    versioning(s3)
 
     put_url = s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "presigned-put"}, ExpiresIn=300)
     with urllib.request.urlopen(urllib.request.Request(put_url, data=b"via presigned PUT", method="PUT")) as r:
