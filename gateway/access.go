@@ -66,6 +66,12 @@ func s3Action(method, bucket, key string, q url.Values, copySource bool) (action
 			return "s3:AbortMultipartUpload", true
 		case copySource:
 			return "", true // a copy reads another object too: never anonymous
+		case get && q.Has("versionId"):
+			return "s3:GetObjectVersion", true
+		case del && q.Has("versionId"):
+			// NB: removes a version for good, which S3 grants apart
+			// from DeleteObject (a delete marker).
+			return "s3:DeleteObjectVersion", true
 		case get:
 			return "s3:GetObject", true
 		case put, method == fiber.MethodPost:
@@ -134,7 +140,7 @@ func aclAllows(action string, signed bool, b *metadata.Bucket, m *metadata.Manif
 	switch action {
 	case "s3:ListBucket":
 		return grants(b.ACL)
-	case "s3:GetObject":
+	case "s3:GetObject", "s3:GetObjectVersion":
 		return m != nil && grants(m.ACL)
 	}
 	return false
@@ -180,6 +186,8 @@ func has(r metadata.Rights, n need) bool {
 // the object, which is the owner's call, as is all bucket configuration.
 var actionNeeds = map[string]need{
 	"s3:GetObject":                  needRead,
+	"s3:GetObjectVersion":           needRead,
+	"s3:DeleteObjectVersion":        needWrite,
 	"s3:GetObjectTagging":           needRead,
 	"s3:GetObjectAttributes":        needRead,
 	"s3:GetObjectAcl":               needRead,
@@ -325,7 +333,8 @@ func (g *Gateway) allowedOn(ctx context.Context, c *fiber.Ctx, req *request, b *
 	// Only now, when nothing else allows it, read what an ACL grants:
 	// an object's ACL is in its manifest.
 	var m *metadata.Manifest
-	if object && action == "s3:GetObject" && !aclsDisabled(b) {
+	if object && (action == "s3:GetObject" || action == "s3:GetObjectVersion") && !aclsDisabled(b) {
+		// NB: for a version too, the ACL of the current version decides.
 		var err error
 		m, err = g.layer.readManifest(ctx, b.Name, key)
 		if err != nil && !errors.Is(err, errNotFound) {
@@ -421,9 +430,15 @@ func (g *Gateway) authorizeCopySource(ctx context.Context, c *fiber.Ctx, req *re
 // keyAllowed decides one key of a DeleteObjects request as authorize
 // decides a DeleteObject.
 func (g *Gateway) keyAllowed(c *fiber.Ctx, req *request, b *metadata.Bucket, key string) error {
+	return g.keyActionAllowed(c, req, b, key, "s3:DeleteObject")
+}
+
+// keyActionAllowed is keyAllowed for action (s3:DeleteObjectVersion for
+// a key given with its version ID).
+func (g *Gateway) keyActionAllowed(c *fiber.Ctx, req *request, b *metadata.Bucket, key, action string) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
-	ok, err := g.allowedOn(ctx, c, req, b, "s3:DeleteObject", key, true, needWrite)
+	ok, err := g.allowedOn(ctx, c, req, b, action, key, true, needWrite)
 	if err != nil {
 		return err
 	}

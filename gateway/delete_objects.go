@@ -99,7 +99,11 @@ func (g *Gateway) deleteObjectsVersioned(c *fiber.Ctx, req *request, b *metadata
 				continue
 			}
 		}
-		if err := g.keyAllowed(c, req, b, o.Key); err != nil {
+		action := "s3:DeleteObject"
+		if o.VersionID != "" {
+			action = "s3:DeleteObjectVersion"
+		}
+		if err := g.keyActionAllowed(c, req, b, o.Key, action); err != nil {
 			errs[i] = err
 			continue
 		}

@@ -57,6 +57,8 @@ func TestRightFor(t *testing.T) {
 		{"PUT", "", "tagging", false, "", needOwner},
 		{"PUT", "", "ownershipControls", false, "", needOwner},
 		{"PUT", "", "versioning", false, "", needOwner},
+		{"GET", "k", "versionId=x", false, "", needRead},
+		{"DELETE", "k", "versionId=x", false, "", needWrite},
 		{"DELETE", "", "", false, "", needOwner},
 		{"PATCH", "k", "", false, "", needAdmin}, // unknown: nobody but an administrator
 	} {
