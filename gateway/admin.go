@@ -46,6 +46,12 @@ type Status struct {
 	Manifests int64 `json:"manifests"`
 	// Shards counts shard files held by live servers.
 	Shards int64 `json:"shards"`
+	// Previous counts the previous versions (noncurrent versions of
+	// versioned buckets and delete markers, and replaced versions
+	// awaiting confirmation) over the live servers, and PreviousShards
+	// their shard files.
+	Previous       int64 `json:"previous"`
+	PreviousShards int64 `json:"previous_shards"`
 	// Stripes and Repair come from the repair worker (a RepairSource);
 	// they are absent, not zero, while no worker reports, so clients can
 	// tell "nothing degraded" from "nobody is counting".
@@ -148,6 +154,8 @@ func (g *Gateway) status(ctx context.Context) Status {
 		if n.Stats != nil {
 			st.Manifests += n.Stats.Objects
 			st.Shards += n.Stats.Shards
+			st.Previous += n.Stats.Previous
+			st.PreviousShards += n.Stats.PreviousShards
 		}
 	}
 	g.repairStatus(ctx, &st, members)

@@ -242,6 +242,9 @@ func (s *LifecycleService) expire(b *metadata.Bucket, e metadata.ListEntry) (boo
 			return nil
 		}
 		tomb := s.g.layer.tombstone(m)
+		// In a versioned bucket expiring is a delete marker, as in S3:
+		// the versions under it stay.
+		tomb.Versioned = b.Versioning == metadata.VersioningEnabled
 		if err := s.g.layer.writeManifest(ctx, tomb, m.Placement, s.g.layer.writeQuorum(m), shardrpc.NoLease); err != nil {
 			return err
 		}

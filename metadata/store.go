@@ -77,6 +77,14 @@ type Stats struct {
 	// placement names this node: it holds a whole copy of each, which a
 	// drain must move like a shard.
 	Inline int64 `json:"inline"`
+	// Previous counts the previous versions kept beside current
+	// manifests (delete markers included): the noncurrent versions of
+	// versioned buckets, and replaced versions awaiting their
+	// confirmation. PreviousBytes sums their sizes, PreviousShards the
+	// shard files this node holds for them (not in Shards).
+	Previous       int64 `json:"previous"`
+	PreviousBytes  int64 `json:"previous_bytes"`
+	PreviousShards int64 `json:"previous_shards"`
 }
 
 // PutResult reports what PutManifest did.
@@ -279,6 +287,18 @@ func (st *Stats) add(m *Manifest, sign int64, nodeID string) {
 	}
 }
 
+// addPrevious counts (sign=+1) or uncounts (sign=-1) previous version m.
+func (st *Stats) addPrevious(m *Manifest, sign int64, nodeID string) {
+	st.Previous += sign
+	if m.Deleted {
+		return
+	}
+	st.PreviousBytes += sign * m.Size
+	if slices.Contains(m.Placement, nodeID) && nodeID != "" {
+		st.PreviousShards += sign * int64(len(m.Parts))
+	}
+}
+
 func (s *Store) rebuildStats() error {
 	lo := []byte{nsManifest}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixSuccessor(lo)})
@@ -295,6 +315,22 @@ func (s *Store) rebuildStats() error {
 		st.add(m, +1, s.nodeID)
 	}
 	if err := it.Error(); err != nil {
+		return fmt.Errorf("metadata: scan stats: %w", err)
+	}
+	lo = []byte{nsPrevious}
+	pit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixSuccessor(lo)})
+	if err != nil {
+		return fmt.Errorf("metadata: scan stats: %w", err)
+	}
+	defer pit.Close()
+	for valid := pit.First(); valid; valid = pit.Next() {
+		m, err := decodeManifest(pit.Value())
+		if err != nil {
+			return fmt.Errorf("%w: key %q: %w", ErrCorruptRecord, pit.Key(), err)
+		}
+		st.addPrevious(m, +1, s.nodeID)
+	}
+	if err := pit.Error(); err != nil {
 		return fmt.Errorf("metadata: scan stats: %w", err)
 	}
 	s.mu.Lock()

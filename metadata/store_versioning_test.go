@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // vid is the version ID a gateway gives a versioned write at ts.
@@ -199,5 +201,49 @@ func TestVersionIDIsTheWritesVersion(t *testing.T) {
 	got, err := s.GetManifest(context.Background(), "b", "k")
 	if err != nil || got.VersionID != vid(1) {
 		t.Fatalf("stored version ID %q, want %q (%v)", got.VersionID, vid(1), err)
+	}
+}
+
+// TestStatsCountPrevious: kept versions are counted (and their shards on
+// this node), uncounted when they go, and a reopen's scan agrees.
+func TestStatsCountPrevious(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	s, err := Open("db", Options{FS: fs, NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ts := int64(1); ts <= 3; ts++ {
+		m := obj("b", "k", ts, nodes3, fmt.Sprint("p", ts))
+		m.Versioned = true
+		if _, err := s.PutManifest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := tomb("b", "k", 4)
+	marker.Versioned = true
+	if _, err := s.PutManifest(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{Tombstones: 1, Previous: 3, PreviousBytes: 300, PreviousShards: 3}
+	if got, _ := s.Stats(ctx); got != want {
+		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+	if _, err := s.DeleteVersion(ctx, "b", "k", vid(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteVersion(ctx, "b", "k", vid(4)); err != nil {
+		t.Fatal(err)
+	}
+	want = Stats{Objects: 1, Bytes: 100, Shards: 1, Previous: 1, PreviousBytes: 100, PreviousShards: 1}
+	if got, _ := s.Stats(ctx); got != want {
+		t.Fatalf("stats after removing v2 and the marker %+v, want %+v", got, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openMem(t, fs, "n1")
+	if got, _ := s.Stats(ctx); got != want {
+		t.Fatalf("stats after reopen %+v, want %+v", got, want)
 	}
 }

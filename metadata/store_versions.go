@@ -406,12 +406,22 @@ func (s *Store) writeVersions(bucket, key string, oldCur *Manifest, oldPrev []*M
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fail(err)
 	}
+	s.mu.Lock()
 	if oldCur != newCur {
-		s.mu.Lock()
 		s.mu.stats.add(oldCur, -1, s.nodeID)
 		s.mu.stats.add(newCur, +1, s.nodeID)
-		s.mu.Unlock()
 	}
+	for _, p := range newPrev {
+		if !holdsVersion(p.Version, nil, oldPrev) {
+			s.mu.stats.addPrevious(p, +1, s.nodeID)
+		}
+	}
+	for _, p := range oldPrev {
+		if !keepPrev[p.Version] {
+			s.mu.stats.addPrevious(p, -1, s.nodeID)
+		}
+	}
+	s.mu.Unlock()
 	return nil
 }
 

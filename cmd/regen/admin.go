@@ -225,6 +225,9 @@ func adminStatus(ctx context.Context, c *adminClient, _ []string, w io.Writer) e
 		fmt.Fprintf(w, "  %-20s %d\n", k, counts[k])
 	}
 	fmt.Fprintf(w, "  manifests on live servers: %d   shard files: %d\n", st.Manifests, st.Shards)
+	if st.Previous > 0 {
+		fmt.Fprintf(w, "  previous versions (noncurrent, delete markers, awaiting confirmation): %d   their shard files: %d\n", st.Previous, st.PreviousShards)
+	}
 	if s := st.Stripes; s != nil {
 		fmt.Fprintf(w, "  stripe groups: %d, degraded %d", s.Total, s.Degraded)
 		if s.Draining > 0 {

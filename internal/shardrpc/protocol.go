@@ -129,6 +129,12 @@ type Stats struct {
 	// it: their parts are on it, and so will the completed object be.
 	Inline  int64 `json:"inline"`
 	Uploads int64 `json:"uploads"`
+	// Previous, PreviousBytes and PreviousShards count the previous
+	// versions the node keeps (metadata.Stats): a versioned bucket's
+	// noncurrent versions and delete markers among them.
+	Previous       int64 `json:"previous"`
+	PreviousBytes  int64 `json:"previous_bytes"`
+	PreviousShards int64 `json:"previous_shards"`
 }
 
 // ErrorBody is the JSON body of every error response.
