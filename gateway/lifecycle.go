@@ -16,9 +16,10 @@ import (
 
 // Bucket lifecycle rules as S3 has them: Put/Get/DeleteBucketLifecycle-
 // Configuration store the rules in the bucket record; the lifecycle
-// service (lifecycle_service.go) applies them. regen keeps no old
-// versions, so NoncurrentVersionExpiration and ExpiredObjectDeleteMarker
-// are stored and returned but have nothing to act on. Transitions are
+// service (lifecycle_service.go) applies them (in a versioned bucket an
+// expiration writes a delete marker). NoncurrentVersionExpiration and
+// ExpiredObjectDeleteMarker are stored and returned but not applied yet
+// (docs/VERSIONING.md). Transitions are
 // refused: regen does not re-encode objects into another storage class
 // in the background.
 
