@@ -214,6 +214,23 @@ func TestVersioning(t *testing.T) {
 	if resp.StatusCode != 204 || resp.Header.Get("x-amz-delete-marker") != "" || resp.Header.Get("x-amz-version-id") != "" {
 		t.Fatalf("DELETE in an unversioned bucket: %d %v", resp.StatusCode, resp.Header)
 	}
+	// Old versions keep their erasure-coded stripes: with m = 3 shard
+	// servers killed (rs-6-3), every version still reads byte-exact
+	// (degraded) and the listing is whole.
+	for i := range 3 {
+		d.killShard(i)
+	}
+	for id, want := range map[string][]byte{id2: v2, "null": v3} {
+		if got := get(t, c, "ver", "k", minio.GetObjectOptions{VersionID: id}); !bytes.Equal(got, want) {
+			t.Errorf("version %s with 3 shard servers killed: %d bytes, want %d", id, len(got), len(want))
+		}
+	}
+	if got := get(t, c, "ver", "mp", minio.GetObjectOptions{VersionID: mp.VersionID}); !bytes.Equal(got, big) {
+		t.Error("multipart version unreadable with 3 shard servers killed")
+	}
+	if got := len(listVersions(t, c, "ver", "")); got != len(whole) {
+		t.Errorf("%d versions listed with 3 shard servers killed, want %d", got, len(whole))
+	}
 	// A bucket never returns to unversioned.
 	if code, body := signedRequest(t, d, http.MethodPut, "/ver?versioning", []byte(`<VersioningConfiguration><Status></Status></VersioningConfiguration>`), nil); code != 400 || !strings.Contains(body, "MalformedXML") {
 		t.Fatalf("PUT versioning with no status: %d %s; want 400 MalformedXML", code, body)
