@@ -159,7 +159,7 @@ func (f *fakeManifests) AbortManifest(_ context.Context, addr, bucket, key strin
 	return nil
 }
 
-func (f *fakeManifests) DeleteVersion(_ context.Context, addr, bucket, key, id string) (int, error) {
+func (f *fakeManifests) DeleteVersion(_ context.Context, addr, bucket, key, id, _ string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -36,8 +37,21 @@ func matchVersion(id string) func(*metadata.Manifest) bool {
 // or held none), so fewer than k servers can hold it afterwards and no
 // read or listing shows it again. It returns the version removed.
 //
-// NB: not fenced by the key's lease (docs/VERSIONING.md, known limits).
+// A removal is a write of the key: it is fenced by the key's lease like
+// an unconditional write (servers refuse it while a conditional write
+// holds the lease) and tried again, from the read, until leaseWait.
 func (l *layer) deleteVersion(ctx context.Context, bucket, key, id string) (*metadata.Manifest, error) {
+	var removed *metadata.Manifest
+	err := l.fenced(ctx, func() error {
+		var err error
+		removed, err = l.deleteVersionOnce(ctx, bucket, key, id)
+		return err
+	})
+	return removed, err
+}
+
+// deleteVersionOnce is one try of deleteVersion.
+func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string) (*metadata.Manifest, error) {
 	m, err := l.lookupWhere(ctx, bucket, key, false, matchVersion(id))
 	var dm *deleteMarkerError
 	switch {
@@ -58,7 +72,7 @@ func (l *layer) deleteVersion(ctx context.Context, bucket, key, id string) (*met
 	var mu sync.Mutex
 	done := map[string]bool{}
 	_, errs := l.onLive(targets, func(node, addr string) error {
-		if _, err := l.shards.DeleteVersion(ctx, addr, bucket, key, id); err != nil {
+		if _, err := l.shards.DeleteVersion(ctx, addr, bucket, key, id, shardrpc.NoLease); err != nil {
 			return err
 		}
 		mu.Lock()

@@ -21,6 +21,17 @@ func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: bucket and key are required, and the null version is the empty version ID", shardrpc.ErrBadRequest))
 		return
 	}
+	if fence := q.Get(shardrpc.ParamLease); fence != "" {
+		// NB: fenced like a manifest write (putManifest): refused while
+		// another writer holds the key's lease, so no removal lands
+		// between a conditional write's check and its set.
+		done, err := s.leases.admit(shardrpc.LeaseName(bucket, key), fence, s.now())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer done()
+	}
 	removed, err := s.meta.DeleteVersion(r.Context(), bucket, key, id)
 	if err != nil {
 		s.fail(w, r, err)

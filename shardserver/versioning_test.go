@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
@@ -63,10 +64,10 @@ func TestDeleteVersionOverRPC(t *testing.T) {
 	ce.putManifest(t, v1)
 	ce.putManifest(t, v2)
 
-	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", "0000000000000007.gw"); err != nil || n != 0 {
+	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", "0000000000000007.gw", shardrpc.NoLease); err != nil || n != 0 {
 		t.Fatalf("delete of a version not held: %d %v", n, err)
 	}
-	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v2.S3VersionID()); err != nil || n != 1 {
+	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v2.S3VersionID(), shardrpc.NoLease); err != nil || n != 1 {
 		t.Fatalf("delete current version: %d %v", n, err)
 	}
 	if got := ce.state(t); got != "1 |" {
@@ -80,15 +81,38 @@ func TestDeleteVersionOverRPC(t *testing.T) {
 	if ce.exists(t, "p2", 1) || !ce.exists(t, "p1", 1) {
 		t.Fatal("want p2.1 collected, p1.1 kept")
 	}
-	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v1.S3VersionID()); err != nil || n != 1 {
+	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v1.S3VersionID(), shardrpc.NoLease); err != nil || n != 1 {
 		t.Fatalf("delete last version: %d %v", n, err)
 	}
 	if _, err := ce.client.GetManifest(ctx, ce.addr, "b", "k"); !errors.Is(err, shardrpc.ErrNotFound) {
 		t.Fatalf("key still there after its last version went: %v", err)
 	}
 	for _, bad := range [][3]string{{"", "k", ""}, {"b", "", ""}, {"b", "k", metadata.NullVersionID}} {
-		if _, err := ce.client.DeleteVersion(ctx, ce.addr, bad[0], bad[1], bad[2]); !errors.Is(err, shardrpc.ErrBadRequest) {
+		if _, err := ce.client.DeleteVersion(ctx, ce.addr, bad[0], bad[1], bad[2], shardrpc.NoLease); !errors.Is(err, shardrpc.ErrBadRequest) {
 			t.Fatalf("DeleteVersion(%q) = %v, want ErrBadRequest", bad, err)
 		}
+	}
+}
+
+// TestDeleteVersionIsFenced: removing a version is a write of the key,
+// refused while another writer holds the key's lease (a conditional
+// write between its check and its set), admitted for the holder.
+func TestDeleteVersionIsFenced(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ctx := context.Background()
+	v1, v2 := versioned(1, "p1"), versioned(2, "p2")
+	ce.putManifest(t, v1)
+	ce.putManifest(t, v2)
+	if err := ce.client.AcquireLease(ctx, ce.addr, shardrpc.LeaseName("b", "k"), "gw-cond", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v2.VersionID, shardrpc.NoLease); !errors.Is(err, shardrpc.ErrLeaseHeld) {
+		t.Fatalf("removal without the lease while it is held: %v; want ErrLeaseHeld", err)
+	}
+	if got := ce.state(t); got != "2 | 1" {
+		t.Fatalf("versions %q after a refused removal", got)
+	}
+	if n, err := ce.client.DeleteVersion(ctx, ce.addr, "b", "k", v2.VersionID, "gw-cond"); err != nil || n != 1 {
+		t.Fatalf("removal by the lease holder: %d %v", n, err)
 	}
 }

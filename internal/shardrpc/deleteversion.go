@@ -25,10 +25,12 @@ type DeleteVersionResponse struct {
 
 // DeleteVersion asks addr to remove every manifest of version ID id of
 // bucket/key, and returns how many it removed. Removing a version the
-// server does not hold succeeds and removes nothing.
-func (c *Client) DeleteVersion(ctx context.Context, addr, bucket, key, id string) (int, error) {
+// server does not hold succeeds and removes nothing. lease fences it as
+// ParamLease fences a manifest write (the key's lease holder, or
+// NoLease): a removal is a write of the key.
+func (c *Client) DeleteVersion(ctx context.Context, addr, bucket, key, id, lease string) (int, error) {
 	op := fmt.Sprintf("delete version %s/%s@%q", bucket, key, id)
-	q := url.Values{ParamBucket: {bucket}, ParamKey: {key}, ParamVersionID: {id}}
+	q := url.Values{ParamBucket: {bucket}, ParamKey: {key}, ParamVersionID: {id}, ParamLease: {lease}}
 	var resp DeleteVersionResponse
 	if err := c.call(ctx, addr, op, http.MethodPost, PathManifestDeleteVersion, q, nil, &resp); err != nil {
 		return 0, err
