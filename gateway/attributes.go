@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/regen-s3/regen/metadata"
 )
 
 // objectAttributes are the names x-amz-object-attributes may list.
@@ -53,16 +55,34 @@ func (g *Gateway) getObjectAttributes(c *fiber.Ctx, req *request) error {
 	}
 	ctx, cancel := g.opContext()
 	defer cancel()
-	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	if err != nil {
 		return bucketErr(err)
 	}
-	m, err := g.layer.readManifest(ctx, req.bucket, req.key)
+	id, byID, err := versionIDParam(req, b.Versioning)
+	if err != nil {
+		return err
+	}
+	var m *metadata.Manifest
+	if byID {
+		m, err = g.readVersion(ctx, req.bucket, req.key, id, true)
+	} else {
+		m, err = g.layer.readHead(ctx, req.bucket, req.key)
+	}
+	if dm := (*deleteMarkerError)(nil); byID && errors.As(err, &dm) {
+		markerHeaders(c, dm.m, true)
+		return apiErr("MethodNotAllowed", "The specified method is not allowed against this resource.")
+	}
 	if errors.Is(err, errNotFound) {
+		if byID {
+			return apiErr("NoSuchVersion", "The specified version does not exist.")
+		}
 		return apiErr("NoSuchKey", "The specified key does not exist.")
 	}
 	if err != nil {
 		return err
 	}
+	setVersionHeader(c, b.Versioning, m)
 	if m.SSE != nil && m.SSE.Customer {
 		// As S3: the attributes of an SSE-C object need its key.
 		if _, err := g.sealerFor(c, m.SSE, objectSSE); err != nil {

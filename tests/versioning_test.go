@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -95,6 +96,12 @@ func TestVersioning(t *testing.T) {
 	}
 	if got := renderListing(listVersions(t, c, "ver", ""), ids); got != "k:v2* k:v1 k:v0" {
 		t.Fatalf("versions %q, want v2 (latest), v1, v0", got)
+	}
+
+	attrs, err := sdk.GetObjectAttributes(ctx(t), &s3.GetObjectAttributesInput{Bucket: aws.String("ver"), Key: aws.String("k"),
+		VersionId: aws.String(id1), ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesObjectSize}})
+	if err != nil || aws.ToInt64(attrs.ObjectSize) != int64(len(v1)) || aws.ToString(attrs.VersionId) != id1 {
+		t.Fatalf("attributes of v1: %+v %v", attrs, err)
 	}
 
 	// DELETE adds a delete marker: the key is gone, its versions stay.
