@@ -21,6 +21,12 @@ import (
 // and server. A key whose answers do not decide (servers down, a lease
 // held, a placement moved past the first servers) goes through deleteKey
 // on its own. errs[i] is keys[i]'s outcome.
+//
+// ctx bounds the batched lookup; the batched tombstone writes get an
+// operation's time of their own (opContext), as each key sent on alone
+// does: under load a lookup of 1000 keys can take most of one, and the
+// tombstones that then ran out of time failed every key of the request
+// (TestDeleteManyThenDeleteBucket at load 75: 1000 of 1000 SlowDown).
 func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) []error {
 	l := g.layer
 	errs := make([]error, len(keys))
@@ -92,6 +98,8 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 	}
 
 	// Write the tombstones, batched per server of their placements.
+	tctx, cancel := g.opContext()
+	defer cancel()
 	stored := make([][]string, len(tombs)) // addresses that stored each
 	failed := make([][]error, len(tombs))
 	byServer = map[string][]int{}
@@ -109,7 +117,7 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 				for j, t := range chunk {
 					ms[j] = tombs[t]
 				}
-				res, err := l.shards.PutManifestsFenced(ctx, addrs[id], ms, shardrpc.NoLease)
+				res, err := l.shards.PutManifestsFenced(tctx, addrs[id], ms, shardrpc.NoLease)
 				mu.Lock()
 				defer mu.Unlock()
 				for j, t := range chunk {
@@ -158,7 +166,7 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 			// fails every key it carried; each such tombstone is sent
 			// again to its missing servers one by one, as DELETE would,
 			// and fails only if that cannot complete its quorum.
-			errs[i] = l.completeTombstone(ctx, m, stored[t], quorum)
+			errs[i] = l.completeTombstone(tctx, m, stored[t], quorum)
 		}
 	}
 

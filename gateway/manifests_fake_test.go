@@ -34,6 +34,21 @@ type fakeManifests struct {
 	// beforePut, when set, runs once (under mu) before the next manifest
 	// write lands: a concurrent writer getting there first.
 	beforePut func()
+	// batchDelay is how long every batched call takes (a loaded server);
+	// a call whose context ends first fails.
+	batchDelay time.Duration
+}
+
+// slowBatch waits batchDelay, or fails when ctx ends first.
+func (f *fakeManifests) slowBatch(ctx context.Context) error {
+	if f.batchDelay > 0 {
+		select {
+		case <-time.After(f.batchDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return ctx.Err()
 }
 
 // current returns the newest version addr holds of m's key.
@@ -103,7 +118,10 @@ func (f *fakeManifests) GetManifestHeads(ctx context.Context, addr, bucket, key 
 	return strip(cur), out, nil
 }
 
-func (f *fakeManifests) GetManifestVersionsBatch(_ context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error) {
+func (f *fakeManifests) GetManifestVersionsBatch(ctx context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error) {
+	if err := f.slowBatch(ctx); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -119,7 +137,10 @@ func (f *fakeManifests) GetManifestVersionsBatch(_ context.Context, addr, bucket
 	return out, nil
 }
 
-func (f *fakeManifests) PutManifestFenced(_ context.Context, addr string, m *metadata.Manifest, _ string) (shardrpc.PutManifestResponse, error) {
+func (f *fakeManifests) PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, _ string) (shardrpc.PutManifestResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return shardrpc.PutManifestResponse{}, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -134,7 +155,10 @@ func (f *fakeManifests) PutManifestFenced(_ context.Context, addr string, m *met
 	return shardrpc.PutManifestResponse{Stored: cur == m.Version, Current: cur, Replaced: had && cur == m.Version}, nil
 }
 
-func (f *fakeManifests) PutManifestsFenced(_ context.Context, addr string, ms []*metadata.Manifest, _ string) ([]shardrpc.PutResult, error) {
+func (f *fakeManifests) PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, _ string) ([]shardrpc.PutResult, error) {
+	if err := f.slowBatch(ctx); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -665,4 +689,26 @@ func TestLookupAsksK(t *testing.T) {
 			t.Errorf("%d calls, want 9 (6, then the other 3)", f.calls)
 		}
 	})
+}
+
+// TestDeleteKeysSlowLookup: a batched lookup that takes most of an
+// operation's time leaves the batched tombstones time of their own, so
+// every key is deleted (they all failed with SlowDown under load).
+func TestDeleteKeysSlowLookup(t *testing.T) {
+	g, f, _ := fakeCluster(t, 12)
+	g.cfg.OpTimeout = 400 * time.Millisecond
+	var keys []string
+	for i := range 20 {
+		k := fmt.Sprintf("k%02d", i)
+		putFake(g, f, "b", k)
+		keys = append(keys, k)
+	}
+	f.batchDelay = 250 * time.Millisecond
+	ctx, cancel := g.opContext()
+	defer cancel()
+	for i, err := range g.deleteKeys(ctx, "b", keys) {
+		if err != nil {
+			t.Errorf("%s: %v", keys[i], err)
+		}
+	}
 }
