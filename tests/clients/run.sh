@@ -5,7 +5,8 @@
 #   tests/clients/run.sh            # every client found on PATH
 #   CLIENTS="aws mc" tests/clients/run.sh
 #
-# Clients: aws (CLI), rclone, s3cmd, boto3 (python3), mc, and the Go SDKs
+# Clients: aws (CLI), rclone, s3cmd, boto3 (python3), mc, restic (into a
+# versioned bucket, which it makes with the aws CLI), and the Go SDKs
 # (minio-go, aws-sdk-go-v2) through `go test` (skip with SKIP_GO_TESTS=1,
 # e.g. when `go test ./...` already ran them). A client that is not
 # installed FAILS unless ALLOW_MISSING=1: CI must not pass by skipping.
@@ -16,7 +17,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CLIENTS=${CLIENTS:-"aws rclone s3cmd boto3 mc go"}
+CLIENTS=${CLIENTS:-"aws rclone s3cmd boto3 mc restic go"}
 BIG_MB=${BIG_MB:-1024}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/regen-clients.XXXXXX")
 DEV_PID=""
@@ -179,6 +180,21 @@ EOF
 	same_tree "$WORK/tree" "$WORK/rclone-tree"
 	test "$("${r[@]}" ls regen:rclone/tree | wc -l)" -eq 1000
 	"${r[@]}" purge regen:rclone
+	# --s3-versions in a versioned bucket (made with the aws CLI, which
+	# rclone 1.60 cannot do): the overwritten version is listed beside
+	# the current one, under a name with its time, and reads back.
+	aws --endpoint-url "$ENDPOINT" s3api create-bucket --bucket rclone-versions
+	aws --endpoint-url "$ENDPOINT" s3api put-bucket-versioning --bucket rclone-versions --versioning-configuration Status=Enabled
+	echo "first version" >"$WORK/v.txt"
+	"${r[@]}" copyto "$WORK/v.txt" regen:rclone-versions/doc.txt
+	echo "second version" >"$WORK/v.txt"
+	"${r[@]}" copyto "$WORK/v.txt" regen:rclone-versions/doc.txt
+	"${r[@]}" lsf --s3-versions regen:rclone-versions | tee "$WORK/rclone-versions.txt"
+	test "$(wc -l <"$WORK/rclone-versions.txt")" -eq 2
+	grep -qx 'doc-v[0-9-]*\.txt' "$WORK/rclone-versions.txt"
+	"${r[@]}" copy --s3-versions regen:rclone-versions "$WORK/rclone-versions"
+	grep -qx "first version" "$WORK"/rclone-versions/doc-v*.txt
+	grep -qx "second version" "$WORK/rclone-versions/doc.txt"
 )
 
 # ---- s3cmd ------------------------------------------------------------------
@@ -241,6 +257,41 @@ mc_scenario() (
 
 # ---- Go SDKs ----------------------------------------------------------------
 
+# ---- restic -----------------------------------------------------------------
+
+# A backup repository in a versioned bucket, as restic's users set one up
+# for protection against deletion: backup, a second backup after changes,
+# check reading every pack, a restore of the first snapshot compared with
+# its source, forget and prune (which deletes objects: they leave delete
+# markers over noncurrent versions), check again, and a restore of the
+# snapshot left.
+restic_scenario() (
+	set -ex
+	export RESTIC_PASSWORD=regen-clients-test RESTIC_REPOSITORY="s3:$ENDPOINT/restic/repo"
+	aws --endpoint-url "$ENDPOINT" s3api create-bucket --bucket restic
+	aws --endpoint-url "$ENDPOINT" s3api put-bucket-versioning --bucket restic --versioning-configuration Status=Enabled
+	mkdir -p "$WORK/restic-src"
+	cp -r "$WORK/tree/d00" "$WORK/tree/d01" "$WORK/mid.bin" "$WORK/restic-src/"
+	restic init
+	restic backup --quiet "$WORK/restic-src"
+	first=$(restic snapshots --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["short_id"])')
+	cp -r "$WORK/restic-src" "$WORK/restic-first"
+	rm -rf "$WORK/restic-src/d01" "$WORK/restic-src/mid.bin"
+	echo "changed" >"$WORK/restic-src/new.txt"
+	restic backup --quiet "$WORK/restic-src"
+	restic check --read-data
+	restic restore "$first" --target "$WORK/restic-out1"
+	same_tree "$WORK/restic-first" "$WORK/restic-out1$WORK/restic-src"
+	restic forget --keep-last 1 --prune
+	test "$(restic snapshots --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" -eq 1
+	restic check --read-data
+	# The pruned packs are noncurrent versions now, not gone.
+	aws --endpoint-url "$ENDPOINT" s3api list-object-versions --bucket restic --prefix repo/data/ \
+		--query 'length(DeleteMarkers)' | grep -qv '^0$'
+	restic restore latest --target "$WORK/restic-out"
+	same_tree "$WORK/restic-src" "$WORK/restic-out$WORK/restic-src"
+)
+
 go_scenario() {
 	cd "$ROOT" && go test ./tests/ -count=1 -run 'TestS3Surface|TestAWSSDKGoV2' -v
 }
@@ -263,6 +314,7 @@ for c in $CLIENTS; do
 	s3cmd) client s3cmd have s3cmd ;;
 	boto3) client boto3 python3 -c 'import boto3' ;;
 	mc) client mc have mc ;;
+	restic) client restic have restic ;;
 	go)
 		if [ "${SKIP_GO_TESTS:-0}" = 1 ]; then
 			log "SKIP  go SDK tests (SKIP_GO_TESTS=1)"
