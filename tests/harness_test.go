@@ -322,6 +322,29 @@ func (d *devCluster) deadShards(t testing.TB) int {
 	return dead
 }
 
+// repairsDone returns the repairs done that `regen admin status` reports
+// (0 when the gateway has no repair source).
+func (d *devCluster) repairsDone(t testing.TB) int64 {
+	t.Helper()
+	out, err := exec.Command(regenBin, "admin", "status", "--json", "--endpoint", d.info.Endpoint,
+		"--access-key", d.info.AccessKey, "--secret-key", d.info.SecretKey).Output()
+	if err != nil {
+		t.Fatalf("regen admin status: %v", err)
+	}
+	var st struct {
+		Repair *struct {
+			Done int64 `json:"done"`
+		} `json:"repair"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("regen admin status --json: %v\n%s", err, out)
+	}
+	if st.Repair == nil {
+		return 0
+	}
+	return st.Repair.Done
+}
+
 // shardArgs returns the command line shard server i was started with
 // (Linux: from /proc), so it can be started again exactly as dev did.
 func (d *devCluster) shardArgs(i int) []string {

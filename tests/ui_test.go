@@ -152,8 +152,14 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	d.killShard(3)
 	waitFor(t, 30*time.Second, "the gateway to see the shard server dead", func() bool { return d.deadShards(t) == 1 })
+	// NB: the repair is awaited through the admin API, then the page is
+	// loaded: a page load takes Chromium a minute or more on a loaded
+	// machine, and a deadline counted in page loads saw only the first,
+	// taken a second after the kill (CI: "the page never showed repair
+	// progress", 0 of 0 repairs, the page updated 1 s after the death).
+	waitFor(t, 2*time.Minute, "a repair done in regen admin status", func() bool { return d.repairsDone(t) > 0 })
 
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	sawDead, sawRepair := false, false
 	for time.Now().Before(deadline) && !(sawDead && sawRepair) {
 		dom = b.dom(t, page)
