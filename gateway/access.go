@@ -54,6 +54,8 @@ func s3Action(method, bucket, key string, q url.Values, copySource bool) (action
 			{"acl", "s3:GetObjectAcl", "s3:PutObjectAcl", ""},
 			{"tagging", "s3:GetObjectTagging", "s3:PutObjectTagging", "s3:DeleteObjectTagging"},
 			{"attributes", "s3:GetObjectAttributes", "", ""},
+			{"retention", "s3:GetObjectRetention", "s3:PutObjectRetention", ""},
+			{"legal-hold", "s3:GetObjectLegalHold", "s3:PutObjectLegalHold", ""},
 		} {
 			if a, ok := sub(s[0], s[1], s[2], s[3]); ok {
 				return a, true
@@ -91,6 +93,7 @@ func s3Action(method, bucket, key string, q url.Values, copySource bool) (action
 		{"ownershipControls", "s3:GetBucketOwnershipControls", "s3:PutBucketOwnershipControls", "s3:PutBucketOwnershipControls"},
 		{"encryption", "s3:GetEncryptionConfiguration", "s3:PutEncryptionConfiguration", "s3:PutEncryptionConfiguration"},
 		{"versioning", "s3:GetBucketVersioning", "s3:PutBucketVersioning", ""},
+		{"object-lock", "s3:GetBucketObjectLockConfiguration", "s3:PutBucketObjectLockConfiguration", ""},
 		{"location", "s3:GetBucketLocation", "", ""},
 		{"versions", "s3:ListBucketVersions", "", ""},
 		{"uploads", "s3:ListBucketMultipartUploads", "", ""},
@@ -220,7 +223,16 @@ var actionNeeds = map[string]need{
 	"s3:GetEncryptionConfiguration": needOwner,
 	"s3:PutEncryptionConfiguration": needOwner,
 	"s3:PutBucketVersioning":        needOwner,
-	"s3:DeleteBucket":               needOwner,
+	// NB: extending a retention is a writer's call; shortening one needs
+	// the bypass, which is the owner's (bypassAllowed). Releasing a
+	// legal hold makes a version deletable, so holds are the owner's.
+	"s3:GetObjectRetention":               needRead,
+	"s3:GetObjectLegalHold":               needRead,
+	"s3:PutObjectRetention":               needWrite,
+	"s3:PutObjectLegalHold":               needOwner,
+	"s3:GetBucketObjectLockConfiguration": needRead,
+	"s3:PutBucketObjectLockConfiguration": needOwner,
+	"s3:DeleteBucket":                     needOwner,
 }
 
 // rightFor returns the right a request needs in its bucket. A write that

@@ -77,6 +77,15 @@ func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
 	if ownership == "BucketOwnerEnforced" && acl != "" {
 		return apiErr("InvalidBucketAclWithObjectOwnership", "")
 	}
+	var lock bool
+	switch strings.ToLower(c.Get(hdrBucketLock)) {
+	case "":
+	case "true":
+		lock = true
+	case "false":
+	default:
+		return apiErr("InvalidArgument", "x-amz-bucket-object-lock-enabled must be true or false")
+	}
 	ctx, cancel := g.opContext()
 	defer cancel()
 	if old, err := g.layer.bucket(ctx, g.buckets, req.bucket); err == nil {
@@ -89,6 +98,11 @@ func (g *Gateway) createBucket(c *fiber.Ctx, req *request) error {
 	}
 	now := time.Now().UTC()
 	b := &metadata.Bucket{Name: req.bucket, Created: now, Version: g.layer.clock.next(), ACL: acl, Ownership: ownership}
+	if lock {
+		// Object lock keeps versions, so it needs versioning, for good
+		// (bucketVersioning refuses to suspend it).
+		b.ObjectLock, b.Versioning = true, metadata.VersioningEnabled
+	}
 	if !req.who.configured {
 		// A stored key owns what it creates (a configured key is an
 		// administrator and needs no grant).

@@ -154,6 +154,11 @@ func (g *Gateway) copyObject(c *fiber.Ctx, req *request) error {
 	if m.ACL, err = requestACL(c); err != nil {
 		return err
 	}
+	// Nor its lock: the copy is a new version, locked as its request
+	// and its bucket say (prepareManifest).
+	if m.Lock, err = lockFromHeaders(c, time.Now()); err != nil {
+		return err
+	}
 	switch strings.ToUpper(c.Get("x-amz-metadata-directive")) {
 	case "", "COPY":
 		if src.Bucket == req.bucket && src.Key == req.key && m.StorageClass == "" && !ask.s3 && ask.customer == nil {

@@ -115,7 +115,12 @@ func (g *Gateway) deleteObjectsVersioned(c *fiber.Ctx, req *request, b *metadata
 			defer cancel()
 			res := DeletedObject{Key: o.Key, VersionID: o.VersionID}
 			if o.VersionID != "" {
-				m, err := g.layer.deleteVersion(ctx, req.bucket, o.Key, storedVersionID(o.VersionID))
+				guard, err := g.versionGuard(ctx, c, req, b, o.Key)
+				if err != nil {
+					results[i], errs[i] = res, err
+					return
+				}
+				m, err := g.layer.deleteVersionGuarded(ctx, req.bucket, o.Key, storedVersionID(o.VersionID), guard)
 				if m != nil && m.Deleted {
 					res.DeleteMarker, res.DeleteMarkerVersionID = true, o.VersionID
 				}

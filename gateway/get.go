@@ -196,6 +196,7 @@ func (g *Gateway) setObjectHeaders(c *fiber.Ctx, req *request, m *metadata.Manif
 		}
 	}
 	setTaggingCount(c, m)
+	setLockHeaders(c, m)
 	if m.StorageClass != "" && m.StorageClass != "STANDARD" {
 		c.Set("x-amz-storage-class", m.StorageClass)
 	}

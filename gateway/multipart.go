@@ -70,6 +70,7 @@ func (g *Gateway) createMultipartUpload(c *fiber.Ctx, req *request) error {
 		Checksum:  strings.ToUpper(c.Get("x-amz-checksum-algorithm")),
 		ACL:       m.ACL,
 		Tags:      m.Tags,
+		Lock:      m.Lock,
 		SSE:       m.SSE,
 	}
 	if len(u.Placement) < n {
@@ -278,6 +279,7 @@ func assemble(u *metadata.Upload, want []CompletePart, have []metadata.UploadPar
 		Bucket: u.Bucket, Key: u.Key, ContentType: u.ContentType, UserMeta: u.UserMeta, Headers: u.Headers,
 		StorageClass: u.StorageClass, Code: u.Code, CodecFormat: u.CodecFormat, ChunkSize: u.ChunkSize,
 		Placement: u.Placement, Parts: []metadata.Part{}, ACL: u.ACL, Tags: u.Tags,
+		Lock: u.Lock,
 	}
 	if u.SSE != nil {
 		e := *u.SSE

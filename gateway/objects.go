@@ -175,6 +175,9 @@ func newManifest(c *fiber.Ctx, bucket, key string) (*metadata.Manifest, error) {
 	if m.Tags, err = tagsFromHeader(c.Get("x-amz-tagging")); err != nil {
 		return nil, err
 	}
+	if m.Lock, err = lockFromHeaders(c, time.Now()); err != nil {
+		return nil, err
+	}
 	m.Headers = storedHeaderValues(c)
 	return m, nil
 }
@@ -215,6 +218,11 @@ func (g *Gateway) prepareManifest(ctx context.Context, m *metadata.Manifest, ask
 		return nil, nil, bucketErr(err)
 	}
 	if err := checkACLAllowed(&b, m.ACL); err != nil {
+		return nil, nil, err
+	}
+	// NB: m.Lock holds what the request asked (lockFromHeaders); the
+	// bucket decides whether it may and what the default is.
+	if err := applyBucketLock(&b, m, m.Lock, time.Now()); err != nil {
 		return nil, nil, err
 	}
 	code, codeName, err := g.codeFor(b.Code, m.StorageClass)
@@ -416,7 +424,7 @@ func (g *Gateway) deleteObject(c *fiber.Ctx, req *request) error {
 		return bucketErr(err)
 	}
 	if b.Versioning != "" {
-		return g.deleteInVersioned(c, req, b.Versioning)
+		return g.deleteInVersioned(c, req, &b)
 	}
 	if _, _, err := versionIDParam(req, b.Versioning); err != nil {
 		return err

@@ -108,6 +108,9 @@ var (
 	ErrMalformedPolicy                     = reg("MalformedPolicy", 400, "Policy has invalid resource")
 	ErrSSEConfigNotFound                   = reg("ServerSideEncryptionConfigurationNotFoundError", 404, "The server side encryption configuration was not found")
 	ErrOperationAborted                    = reg("OperationAborted", 409, "A conflicting conditional operation is currently in progress against this resource. Try again.")
+	ErrInvalidBucketState                  = reg("InvalidBucketState", 409, "The request is not valid with the current state of the bucket.")
+	ErrObjectLockConfigurationNotFound     = reg("ObjectLockConfigurationNotFoundError", 404, "Object Lock configuration does not exist for this bucket")
+	ErrNoSuchObjectLockConfiguration       = reg("NoSuchObjectLockConfiguration", 404, "The specified object does not have a ObjectLock configuration")
 	ErrCORSForbidden                       = reg("CORSForbidden", 403, "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.")
 )
 

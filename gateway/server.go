@@ -333,6 +333,10 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 			}
 			return g.bucketEncryption(c, req)
 		}
+		if q.Has("object-lock") && req.method == fiber.MethodPut {
+			*op = "PutObjectLockConfiguration"
+			return g.bucketObjectLock(c, req)
+		}
 		if q.Has("versioning") && req.method == fiber.MethodPut {
 			*op = "PutBucketVersioning"
 			return g.bucketVersioning(c, req)
@@ -394,6 +398,9 @@ func (g *Gateway) routeBucket(c *fiber.Ctx, req *request, op *string) error {
 		case q.Has("versions"):
 			*op = "ListObjectVersions"
 			return g.listObjectVersions(c, req)
+		case q.Has("object-lock"):
+			*op = "GetObjectLockConfiguration"
+			return g.bucketObjectLock(c, req)
 		case q.Has("versioning"):
 			*op = "GetBucketVersioning"
 			return g.bucketVersioning(c, req)
@@ -431,6 +438,25 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 			return apiErr("NotImplemented", "regen keeps no object versions; only versionId=null (the current version) is accepted")
 		}
 		return g.objectTagging(c, req)
+	}
+	for _, s := range []struct{ param, get, put string }{
+		{"retention", "GetObjectRetention", "PutObjectRetention"},
+		{"legal-hold", "GetObjectLegalHold", "PutObjectLegalHold"},
+	} {
+		if !req.query.Has(s.param) {
+			continue
+		}
+		*op = map[string]string{fiber.MethodGet: s.get, fiber.MethodPut: s.put}[req.method]
+		if *op == "" {
+			return apiErr("MethodNotAllowed", "")
+		}
+		if err := onlyParams(req.query, s.param, "versionId"); err != nil {
+			return err
+		}
+		if s.param == "retention" {
+			return g.objectRetention(c, req)
+		}
+		return g.objectLegalHold(c, req)
 	}
 	if err := onlyParams(req.query, objectParams[req.method]...); err != nil {
 		return err
@@ -473,9 +499,10 @@ var objectParams = map[string][]string{
 }
 
 // writableAsAsked refuses object writes that ask for what regen does not
-// do: ACL grants it cannot enforce (requestACL) and object lock. Storing
-// the object while the client believes it writable by anyone or locked
-// would be worse than failing. (Server-side encryption is read by each
+// do: ACL grants it cannot enforce (requestACL). Storing the object while
+// the client believes it writable by anyone would be worse than failing.
+// (Object lock headers are read by each write that takes them,
+// lockFromHeaders.) (Server-side encryption is read by each
 // write that takes it, sse.go; SSE-KMS is refused there.)
 func writableAsAsked(c *fiber.Ctx, method string) error {
 	if method != fiber.MethodPut && method != fiber.MethodPost {
@@ -486,9 +513,6 @@ func writableAsAsked(c *fiber.Ctx, method string) error {
 	}
 	if err := checkChecksumHeaders(c); err != nil {
 		return err
-	}
-	if c.Get("x-amz-object-lock-mode") != "" || c.Get("x-amz-object-lock-retain-until-date") != "" || c.Get("x-amz-object-lock-legal-hold") != "" {
-		return apiErr("NotImplemented", "regen has no object lock (x-amz-object-lock-*)")
 	}
 	return nil
 }

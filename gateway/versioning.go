@@ -52,6 +52,9 @@ func (g *Gateway) bucketVersioning(c *fiber.Ctx, req *request) error {
 			return apiErr("MalformedXML", "Status must be Enabled or Suspended")
 		}
 		err := g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
+			if b.ObjectLock && in.Status != metadata.VersioningEnabled {
+				return apiErr("InvalidBucketState", "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.")
+			}
 			b.Versioning = in.Status
 			return nil
 		})
@@ -138,15 +141,20 @@ func (g *Gateway) readVersion(ctx context.Context, bucket, key, id string, head 
 // versioning is state (Enabled or Suspended): with a versionId, that
 // version goes for good; without, a delete marker is written (a new
 // version when Enabled, the null version when Suspended).
-func (g *Gateway) deleteInVersioned(c *fiber.Ctx, req *request, state string) error {
+func (g *Gateway) deleteInVersioned(c *fiber.Ctx, req *request, b *metadata.Bucket) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
+	state := b.Versioning
 	id, byID, err := versionIDParam(req, state)
 	if err != nil {
 		return err
 	}
 	if byID {
-		m, err := g.layer.deleteVersion(ctx, req.bucket, req.key, storedVersionID(id))
+		guard, err := g.versionGuard(ctx, c, req, b, req.key)
+		if err != nil {
+			return err
+		}
+		m, err := g.layer.deleteVersionGuarded(ctx, req.bucket, req.key, storedVersionID(id), guard)
 		if err != nil {
 			return err
 		}

@@ -41,17 +41,24 @@ func matchVersion(id string) func(*metadata.Manifest) bool {
 // an unconditional write (servers refuse it while a conditional write
 // holds the lease) and tried again, from the read, until leaseWait.
 func (l *layer) deleteVersion(ctx context.Context, bucket, key, id string) (*metadata.Manifest, error) {
+	return l.deleteVersionGuarded(ctx, bucket, key, id, nil)
+}
+
+// deleteVersionGuarded is deleteVersion that first asks guard (unless
+// nil) about the version it read, and removes nothing when guard refuses
+// (object lock: removable), returning guard's error.
+func (l *layer) deleteVersionGuarded(ctx context.Context, bucket, key, id string, guard func(*metadata.Manifest) error) (*metadata.Manifest, error) {
 	var removed *metadata.Manifest
 	err := l.fenced(ctx, func() error {
 		var err error
-		removed, err = l.deleteVersionOnce(ctx, bucket, key, id)
+		removed, err = l.deleteVersionOnce(ctx, bucket, key, id, guard)
 		return err
 	})
 	return removed, err
 }
 
-// deleteVersionOnce is one try of deleteVersion.
-func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string) (*metadata.Manifest, error) {
+// deleteVersionOnce is one try of deleteVersionGuarded.
+func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, guard func(*metadata.Manifest) error) (*metadata.Manifest, error) {
 	m, err := l.lookupWhere(ctx, bucket, key, false, matchVersion(id))
 	var dm *deleteMarkerError
 	switch {
@@ -61,6 +68,11 @@ func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string) (
 		return nil, nil
 	case err != nil:
 		return nil, err
+	}
+	if guard != nil {
+		if err := guard(m); err != nil {
+			return nil, err
+		}
 	}
 	order, _ := l.manifestOrder(bucket, key)
 	targets := slices.Clone(m.Placement)

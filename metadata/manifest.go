@@ -54,6 +54,10 @@ type Manifest struct {
 	// SSE is set when the object is encrypted at rest; Size is then the
 	// plaintext size and the parts hold Size+SSE.Overhead bytes.
 	SSE *Encryption `json:"sse,omitempty"`
+	// Lock is the version's object lock (retention and legal hold), nil
+	// when it has none. It belongs to the version: an update writes a
+	// newer manifest of the same VersionID (docs/OBJECTLOCK.md).
+	Lock *Lock `json:"lock,omitempty"`
 
 	// Code is the codec name, e.g. "rs-6-3"; CodecFormat the codec.FormatVersion.
 	Code        string `json:"code"`
@@ -261,6 +265,45 @@ type Bucket struct {
 	// VersioningEnabled or VersioningSuspended. Once set it never returns
 	// to empty, as in S3.
 	Versioning string `json:"versioning,omitempty"`
+	// ObjectLock is set when the bucket was created with object lock;
+	// its versioning is then Enabled for good. LockDefault is its
+	// default retention (PutObjectLockConfiguration), nil for none.
+	ObjectLock  bool      `json:"object_lock,omitempty"`
+	LockDefault *LockRule `json:"lock_default,omitempty"`
+}
+
+// Object lock retention modes (S3's ObjectLockRetentionMode).
+const (
+	LockGovernance = "GOVERNANCE"
+	LockCompliance = "COMPLIANCE"
+)
+
+// Lock is one version's object lock: a retention (Mode and RetainUntil,
+// both set or both empty) and a legal hold, independent of each other.
+type Lock struct {
+	Mode        string    `json:"mode,omitempty"`
+	RetainUntil time.Time `json:"retain_until,omitzero"`
+	LegalHold   bool      `json:"legal_hold,omitempty"`
+}
+
+// Retained reports whether the lock keeps its version at now: a
+// retention that has not run out, or a legal hold.
+func (l *Lock) Retained(now time.Time) bool {
+	return l != nil && (l.LegalHold || (l.Mode != "" && now.Before(l.RetainUntil)))
+}
+
+// LockRule is a bucket's default retention: every new version that
+// names none is retained in Mode for Days or Years (one of them set)
+// from its creation.
+type LockRule struct {
+	Mode  string `json:"mode"`
+	Days  int    `json:"days,omitempty"`
+	Years int    `json:"years,omitempty"`
+}
+
+// Until is the retain-until date of a version created at t.
+func (r LockRule) Until(t time.Time) time.Time {
+	return t.AddDate(r.Years, 0, r.Days)
 }
 
 // Bucket versioning states (S3's VersioningConfiguration Status).

@@ -24,6 +24,7 @@ type Upload struct {
 	Checksum     string            `json:"checksum,omitempty"` // x-amz-checksum-algorithm, if any
 	ACL          string            `json:"acl,omitempty"`      // canned ACL
 	Tags         map[string]string `json:"tags,omitempty"`     // x-amz-tagging
+	Lock         *Lock             `json:"lock,omitempty"`     // x-amz-object-lock-* or the bucket's default
 	// SSE is the completed object's encryption (its Overhead unused): set
 	// when every part is encrypted, and for SSE-C the key every part must
 	// be sent with.
