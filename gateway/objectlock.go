@@ -34,10 +34,15 @@ const (
 	lockTimeFormat = "2006-01-02T15:04:05.000Z"
 )
 
-var (
-	errLockedVersion = apiErr("AccessDenied", "Access Denied because object protected by object lock.")
-	errNoBucketLock  = apiErr("InvalidRequest", "Bucket is missing Object Lock Configuration")
-)
+// NB: functions, not variables: apiErr reads the error table, which
+// package initialisation may not have filled yet.
+func errLockedVersion() error {
+	return apiErr("AccessDenied", "Access Denied because object protected by object lock.")
+}
+
+func errNoBucketLock() error {
+	return apiErr("InvalidRequest", "Bucket is missing Object Lock Configuration")
+}
 
 // ObjectLockConfiguration is the body of Get/PutObjectLockConfiguration.
 type ObjectLockConfiguration struct {
@@ -149,7 +154,7 @@ func lockFromHeaders(c *fiber.Ctx, now time.Time) (*metadata.Lock, error) {
 // is refused, as in S3.
 func applyBucketLock(b *metadata.Bucket, m *metadata.Manifest, asked *metadata.Lock, now time.Time) error {
 	if asked != nil && !b.ObjectLock {
-		return errNoBucketLock
+		return errNoBucketLock()
 	}
 	l := metadata.Lock{}
 	if asked != nil {
@@ -196,13 +201,13 @@ func removable(l *metadata.Lock, now time.Time, bypass bool) error {
 	case l == nil:
 		return nil
 	case l.LegalHold:
-		return errLockedVersion
+		return errLockedVersion()
 	case l.Mode == "" || !now.Before(l.RetainUntil):
 		return nil
 	case l.Mode == metadata.LockGovernance && bypass:
 		return nil
 	}
-	return errLockedVersion
+	return errLockedVersion()
 }
 
 // changeRetention sets the retention of l to mode until (both empty:
@@ -220,7 +225,7 @@ func changeRetention(l *metadata.Lock, mode string, until, now time.Time, bypass
 	case !inForce, keeps:
 	case l.Mode == metadata.LockGovernance && bypass:
 	default:
-		return errLockedVersion
+		return errLockedVersion()
 	}
 	l.Mode, l.RetainUntil = mode, until
 	return nil
@@ -389,7 +394,7 @@ func (g *Gateway) objectRetention(c *fiber.Ctx, req *request) error {
 		return bucketErr(err)
 	}
 	if !b.ObjectLock {
-		return errNoBucketLock
+		return errNoBucketLock()
 	}
 	if req.method == fiber.MethodGet {
 		m, err := g.lockedVersion(ctx, req, &b)
@@ -441,7 +446,7 @@ func (g *Gateway) objectLegalHold(c *fiber.Ctx, req *request) error {
 		return bucketErr(err)
 	}
 	if !b.ObjectLock {
-		return errNoBucketLock
+		return errNoBucketLock()
 	}
 	if req.method == fiber.MethodGet {
 		m, err := g.lockedVersion(ctx, req, &b)

@@ -375,7 +375,7 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 		method, path string
 		body         []byte
 	}{
-		{http.MethodPut, "/other/tagged?retention", []byte("<Retention/>")},
+		{http.MethodGet, "/other/tagged?torrent", nil},
 		{http.MethodPost, "/other/tagged?restore", []byte("<RestoreRequest/>")},
 		{http.MethodDelete, "/other?website", nil},
 		{http.MethodDelete, "/other?analytics", nil},
@@ -394,19 +394,27 @@ func testSubresources(t *testing.T, d *devCluster, c *minio.Client) {
 			t.Errorf("%s ?versionId=<other> in an unversioned bucket: %d %s; want 400 InvalidArgument", method, code, body)
 		}
 	}
-	// SSE-KMS and object lock are refused, not silently skipped
-	// (SSE-S3 and SSE-C are tested in sse_test.go).
-	for _, h := range []map[string]string{
-		{"x-amz-server-side-encryption": "aws:kms"},
-		{"x-amz-object-lock-mode": "GOVERNANCE", "x-amz-object-lock-retain-until-date": "2030-01-01T00:00:00Z"},
-		{"x-amz-object-lock-legal-hold": "ON"},
+	// SSE-KMS is refused, not silently skipped (SSE-S3 and SSE-C are
+	// tested in sse_test.go); object lock in a bucket created without
+	// it is refused as S3 refuses it (tests/objectlock_test.go).
+	for _, r := range []struct {
+		h    map[string]string
+		code int
+		want string
+	}{
+		{map[string]string{"x-amz-server-side-encryption": "aws:kms"}, http.StatusNotImplemented, "NotImplemented"},
+		{map[string]string{"x-amz-object-lock-mode": "GOVERNANCE", "x-amz-object-lock-retain-until-date": "2030-01-01T00:00:00Z"}, http.StatusBadRequest, "InvalidRequest"},
+		{map[string]string{"x-amz-object-lock-legal-hold": "ON"}, http.StatusBadRequest, "InvalidRequest"},
 	} {
-		if code, body := signedRequest(t, d, http.MethodPut, "/other/tagged", []byte("plain"), h); code != http.StatusNotImplemented {
-			t.Errorf("PUT with %v: %d %s; want 501 NotImplemented", h, code, body)
+		if code, body := signedRequest(t, d, http.MethodPut, "/other/tagged", []byte("plain"), r.h); code != r.code || !strings.Contains(body, "<Code>"+r.want+"</Code>") {
+			t.Errorf("PUT with %v: %d %s; want %d %s", r.h, code, body, r.code, r.want)
 		}
-		if code, body := signedRequest(t, d, http.MethodPost, "/other/sse?uploads", nil, h); code != http.StatusNotImplemented {
-			t.Errorf("CreateMultipartUpload with %v: %d %s; want 501 NotImplemented", h, code, body)
+		if code, body := signedRequest(t, d, http.MethodPost, "/other/sse?uploads", nil, r.h); code != r.code || !strings.Contains(body, "<Code>"+r.want+"</Code>") {
+			t.Errorf("CreateMultipartUpload with %v: %d %s; want %d %s", r.h, code, body, r.code, r.want)
 		}
+	}
+	if code, body := signedRequest(t, d, http.MethodPut, "/other/tagged?retention", []byte("<Retention/>"), nil); code != http.StatusBadRequest || !strings.Contains(body, "<Code>InvalidRequest</Code>") {
+		t.Errorf("PUT ?retention in a bucket without object lock: %d %s; want 400 InvalidRequest", code, body)
 	}
 	// An SSE-C request without its key is refused, not stored in clear.
 	if code, body := signedRequest(t, d, http.MethodPut, "/other/tagged", []byte("plain"), map[string]string{"x-amz-server-side-encryption-customer-algorithm": "AES256"}); code != http.StatusBadRequest {
