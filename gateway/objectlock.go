@@ -355,20 +355,15 @@ func (g *Gateway) lockedVersion(ctx context.Context, req *request, b *metadata.B
 }
 
 // updateLock applies fn to the lock of the version a ?retention or
-// ?legal-hold PUT names and stores it in a newer manifest of that
-// version (layer.updateObject, under the key's lease). Only the key's
-// current version can be updated: a noncurrent one is refused with
-// NotImplemented (docs/OBJECTLOCK.md, "Not yet").
+// ?legal-hold PUT names (its versionId, else the current version) and
+// stores it in a newer manifest of that version (layer.updateVersion,
+// under the key's lease), current or not.
 func (g *Gateway) updateLock(ctx context.Context, req *request, b *metadata.Bucket, fn func(*metadata.Lock) error) error {
 	want, err := g.lockedVersion(ctx, req, b)
 	if err != nil {
 		return err
 	}
-	errNoncurrent := apiErr("NotImplemented", "regen changes the retention and legal hold of a key's current version only; version "+want.S3VersionID()+" is noncurrent")
-	_, err = g.layer.updateObject(ctx, req.bucket, req.key, func(m *metadata.Manifest) error {
-		if m.VersionID != want.VersionID {
-			return errNoncurrent
-		}
+	_, err = g.layer.updateVersion(ctx, req.bucket, req.key, want.VersionID, func(m *metadata.Manifest) error {
 		l := metadata.Lock{}
 		if m.Lock != nil {
 			l = *m.Lock
@@ -379,8 +374,12 @@ func (g *Gateway) updateLock(ctx context.Context, req *request, b *metadata.Buck
 		m.Lock = normalLock(l)
 		return nil
 	})
-	if errors.Is(err, errNotFound) {
-		return errNoncurrent // the current version is a delete marker
+	var dm *deleteMarkerError
+	switch {
+	case errors.As(err, &dm):
+		return apiErr("MethodNotAllowed", "The specified method is not allowed against a delete marker.")
+	case errors.Is(err, errNotFound):
+		return apiErr("NoSuchVersion", "The specified version does not exist.")
 	}
 	return err
 }

@@ -1,0 +1,218 @@
+package tests
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	lc "github.com/minio/minio-go/v7/pkg/lifecycle"
+)
+
+// lockCode is the S3 error code of err ("" for none).
+func lockCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	return minio.ToErrorResponse(err).Code
+}
+
+// TestObjectLock runs S3 object lock as a backup tool meets it, with
+// minio-go against regen dev: a bucket created with object lock, a
+// default retention, versions put with GOVERNANCE and COMPLIANCE
+// retention and legal holds, every route that could remove a locked
+// version refused (DELETE by version, DeleteObjects, lifecycle), the
+// governance bypass for the bucket's owner only, and the locks read back
+// with three shard servers killed.
+func TestObjectLock(t *testing.T) {
+	parallel(t)
+	d := startDev(t, "--lifecycle-day", "1s", "--lifecycle-interval", "1s")
+	c := d.client(t)
+	if err := c.MakeBucket(ctx(t), "locked", minio.MakeBucketOptions{ObjectLocking: true}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := c.GetBucketVersioning(ctx(t), "locked"); err != nil || cfg.Status != "Enabled" {
+		t.Fatalf("versioning of a lock bucket: %+v %v; want Enabled", cfg, err)
+	}
+	if err := c.SuspendVersioning(ctx(t), "locked"); lockCode(err) != "InvalidBucketState" {
+		t.Fatalf("suspending a lock bucket's versioning: %v; want InvalidBucketState", err)
+	}
+	if enabled, mode, _, _, err := c.GetObjectLockConfig(ctx(t), "locked"); err != nil || enabled != "Enabled" || mode != nil {
+		t.Fatalf("lock configuration of a new lock bucket: %q %v %v", enabled, mode, err)
+	}
+	mustMakeBucket(t, c, "plain")
+	if _, _, _, _, err := c.GetObjectLockConfig(ctx(t), "plain"); lockCode(err) != "ObjectLockConfigurationNotFoundError" {
+		t.Fatalf("lock configuration of a plain bucket: %v", err)
+	}
+	gov, comp := minio.Governance, minio.Compliance
+	day, days := uint(1), minio.Days
+	if err := c.SetObjectLockConfig(ctx(t), "plain", &gov, &day, &days); lockCode(err) != "InvalidBucketState" {
+		t.Fatalf("lock configuration put on a plain bucket: %v; want InvalidBucketState", err)
+	}
+
+	// A GOVERNANCE version: no removal by version, alone or in a batch;
+	// an overwrite is a new version and a DELETE a marker, as in S3.
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	v1, v2 := []byte("governed one"), bytes.Repeat([]byte("governed two "), 20000)
+	id1 := put(t, c, "locked", "gov", v1, minio.PutObjectOptions{Mode: gov, RetainUntilDate: until}).VersionID
+	if mode, date, err := c.GetObjectRetention(ctx(t), "locked", "gov", id1); err != nil || *mode != gov || !date.Equal(until) {
+		t.Fatalf("retention of gov: %v %v %v; want GOVERNANCE until %s", mode, date, err, until)
+	}
+	if h := headers(t, d, "/locked/gov", nil); h.Get("x-amz-object-lock-mode") != "GOVERNANCE" ||
+		h.Get("x-amz-object-lock-retain-until-date") != until.Format("2006-01-02T15:04:05.000Z") || h.Get("x-amz-object-lock-legal-hold") != "OFF" {
+		t.Fatalf("HEAD of gov: lock headers %v", h)
+	}
+	if err := c.RemoveObject(ctx(t), "locked", "gov", minio.RemoveObjectOptions{VersionID: id1}); lockCode(err) != "AccessDenied" {
+		t.Fatalf("DELETE of a retained version: %v; want AccessDenied", err)
+	}
+	batch := make(chan minio.ObjectInfo, 1)
+	batch <- minio.ObjectInfo{Key: "gov", VersionID: id1}
+	close(batch)
+	refused := 0
+	for e := range c.RemoveObjects(ctx(t), "locked", batch, minio.RemoveObjectsOptions{}) {
+		if lockCode(e.Err) != "AccessDenied" {
+			t.Errorf("DeleteObjects of a retained version: %v", e.Err)
+		}
+		refused++
+	}
+	if refused != 1 {
+		t.Fatalf("DeleteObjects of a retained version: %d errors, want 1", refused)
+	}
+	id2 := put(t, c, "locked", "gov", v2, minio.PutObjectOptions{}).VersionID
+	if err := c.RemoveObject(ctx(t), "locked", "gov", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatalf("DELETE (a delete marker) over a retained version: %v", err)
+	}
+	for id, want := range map[string][]byte{id1: v1, id2: v2} {
+		if got := get(t, c, "locked", "gov", minio.GetObjectOptions{VersionID: id}); !bytes.Equal(got, want) {
+			t.Errorf("version %s after overwrite and delete: %d bytes, want %d", id, len(got), len(want))
+		}
+	}
+
+	// The bypass is the owner's: a key with write rights only cannot
+	// shorten the retention or remove the version, the admin can.
+	writer := createKey(t, d, "--name", "writer")
+	if out, err := regenAdmin(t, d.info.Endpoint, d.info.AccessKey, d.info.SecretKey, "key", "grant", "writer", "--bucket", "locked", "--right", "write"); err != nil {
+		t.Fatalf("key grant: %v\n%s", err, out)
+	}
+	wc := s3Client(t, d.info.Endpoint, writer.AccessKey, writer.SecretKey)
+	shorter := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
+	waitFor(t, 10*time.Second, "the writer's grant", func() bool {
+		err := wc.RemoveObject(ctx(t), "locked", "gov", minio.RemoveObjectOptions{VersionID: id1, GovernanceBypass: true})
+		return lockCode(err) == "AccessDenied" && strings.Contains(minio.ToErrorResponse(err).Message, "object lock")
+	})
+	if err := wc.PutObjectRetention(ctx(t), "locked", "gov", minio.PutObjectRetentionOptions{VersionID: id1, Mode: &gov, RetainUntilDate: &shorter, GovernanceBypass: true}); lockCode(err) == "" {
+		t.Fatal("a writer shortened a GOVERNANCE retention with the bypass header")
+	}
+	// id1 is noncurrent now (v2 and a delete marker are above it): its
+	// retention is updated all the same, in a newer manifest of id1.
+	if err := c.PutObjectRetention(ctx(t), "locked", "gov", minio.PutObjectRetentionOptions{VersionID: id1, Mode: &gov, RetainUntilDate: &shorter}); lockCode(err) != "AccessDenied" {
+		t.Fatalf("GOVERNANCE retention shortened without bypass: %v; want AccessDenied", err)
+	}
+	extended := until.Add(time.Hour)
+	if err := c.PutObjectRetention(ctx(t), "locked", "gov", minio.PutObjectRetentionOptions{VersionID: id1, Mode: &gov, RetainUntilDate: &extended}); err != nil {
+		t.Fatalf("GOVERNANCE retention of a noncurrent version extended: %v", err)
+	}
+	if mode, date, err := c.GetObjectRetention(ctx(t), "locked", "gov", id1); err != nil || *mode != gov || !date.Equal(extended) {
+		t.Fatalf("retention of noncurrent id1 after extending: %v %v %v; want until %s", mode, date, err, extended)
+	}
+	if got := renderListing(listVersions(t, c, "locked", "gov"), map[string]string{id1: "v1", id2: "v2"}); !strings.HasSuffix(got, "gov:v2 gov:v1") || strings.Count(got, "gov:") != 3 {
+		t.Fatalf("versions of gov after updating v1's retention: %q; want the marker, v2, v1 once each", got)
+	}
+	if got := get(t, c, "locked", "gov", minio.GetObjectOptions{VersionID: id1}); !bytes.Equal(got, v1) {
+		t.Fatalf("v1 after its retention update: %q", got)
+	}
+	if err := c.RemoveObject(ctx(t), "locked", "gov", minio.RemoveObjectOptions{VersionID: id1, GovernanceBypass: true}); err != nil {
+		t.Fatalf("DELETE of a GOVERNANCE version with the owner's bypass: %v", err)
+	}
+	if code, body := signedRequest(t, d, http.MethodGet, "/locked/gov?versionId="+id1, nil, nil); code != 404 || !strings.Contains(body, "NoSuchVersion") {
+		t.Fatalf("version removed with bypass: %d %s; want 404 NoSuchVersion", code, body)
+	}
+
+	// COMPLIANCE: extended, never shortened or removed, bypass or not.
+	cuntil := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	cdata := []byte("compliant")
+	cid := put(t, c, "locked", "comp", cdata, minio.PutObjectOptions{Mode: comp, RetainUntilDate: cuntil}).VersionID
+	earlier, later := cuntil.Add(-time.Hour), cuntil.Add(time.Hour)
+	if err := c.PutObjectRetention(ctx(t), "locked", "comp", minio.PutObjectRetentionOptions{VersionID: cid, Mode: &comp, RetainUntilDate: &earlier, GovernanceBypass: true}); lockCode(err) != "AccessDenied" {
+		t.Fatalf("COMPLIANCE shortened with bypass: %v; want AccessDenied", err)
+	}
+	if err := c.PutObjectRetention(ctx(t), "locked", "comp", minio.PutObjectRetentionOptions{VersionID: cid, Mode: &gov, RetainUntilDate: &later, GovernanceBypass: true}); lockCode(err) != "AccessDenied" {
+		t.Fatalf("COMPLIANCE turned GOVERNANCE with bypass: %v; want AccessDenied", err)
+	}
+	if err := c.PutObjectRetention(ctx(t), "locked", "comp", minio.PutObjectRetentionOptions{VersionID: cid, Mode: &comp, RetainUntilDate: &later}); err != nil {
+		t.Fatalf("COMPLIANCE extended: %v", err)
+	}
+	if err := c.RemoveObject(ctx(t), "locked", "comp", minio.RemoveObjectOptions{VersionID: cid, GovernanceBypass: true}); lockCode(err) != "AccessDenied" {
+		t.Fatalf("DELETE of a COMPLIANCE version with bypass: %v; want AccessDenied", err)
+	}
+
+	// A legal hold blocks removal until it is released.
+	hid := put(t, c, "locked", "held", []byte("on hold"), minio.PutObjectOptions{LegalHold: minio.LegalHoldEnabled}).VersionID
+	if st, err := c.GetObjectLegalHold(ctx(t), "locked", "held", minio.GetObjectLegalHoldOptions{VersionID: hid}); err != nil || *st != minio.LegalHoldEnabled {
+		t.Fatalf("legal hold of held: %v %v", st, err)
+	}
+	if err := c.RemoveObject(ctx(t), "locked", "held", minio.RemoveObjectOptions{VersionID: hid, GovernanceBypass: true}); lockCode(err) != "AccessDenied" {
+		t.Fatalf("DELETE of a held version: %v; want AccessDenied", err)
+	}
+	off := minio.LegalHoldDisabled
+	if err := c.PutObjectLegalHold(ctx(t), "locked", "held", minio.PutObjectLegalHoldOptions{VersionID: hid, Status: &off}); err != nil {
+		t.Fatalf("legal hold released: %v", err)
+	}
+	if err := c.RemoveObject(ctx(t), "locked", "held", minio.RemoveObjectOptions{VersionID: hid}); err != nil {
+		t.Fatalf("DELETE after the hold was released: %v", err)
+	}
+	on := minio.LegalHoldEnabled
+	kid := put(t, c, "locked", "kept", []byte("kept on hold"), minio.PutObjectOptions{}).VersionID
+	if err := c.PutObjectLegalHold(ctx(t), "locked", "kept", minio.PutObjectLegalHoldOptions{VersionID: kid, Status: &on}); err != nil {
+		t.Fatalf("legal hold put: %v", err)
+	}
+
+	// The default retention applies to versions that name none, and
+	// lifecycle expiration only adds a delete marker over them.
+	if err := c.SetObjectLockConfig(ctx(t), "locked", &gov, &day, &days); err != nil {
+		t.Fatal(err)
+	}
+	if _, mode, v, u, err := c.GetObjectLockConfig(ctx(t), "locked"); err != nil || *mode != gov || *v != 1 || *u != minio.Days {
+		t.Fatalf("default retention read back: %v %v %v %v", mode, v, u, err)
+	}
+	eid := put(t, c, "locked", "exp/a", []byte("expires"), minio.PutObjectOptions{}).VersionID
+	if mode, date, err := c.GetObjectRetention(ctx(t), "locked", "exp/a", eid); err != nil || *mode != gov || date.Before(time.Now().Add(23*time.Hour)) {
+		t.Fatalf("default retention of exp/a: %v %v %v; want GOVERNANCE for a day", mode, date, err)
+	}
+	cfg := lc.NewConfiguration()
+	cfg.Rules = []lc.Rule{{ID: "exp", Status: "Enabled", RuleFilter: lc.Filter{Prefix: "exp/"}, Expiration: lc.Expiration{Days: 1}}}
+	if err := c.SetBucketLifecycle(ctx(t), "locked", cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "lifecycle expiration of exp/a", func() bool {
+		_, err := c.StatObject(ctx(t), "locked", "exp/a", minio.StatObjectOptions{})
+		return lockCode(err) == "NoSuchKey"
+	})
+	if got := get(t, c, "locked", "exp/a", minio.GetObjectOptions{VersionID: eid}); string(got) != "expires" {
+		t.Fatalf("retained version after lifecycle expiration: %q", got)
+	}
+
+	// The locks live in the versions' manifests: with m = 3 shard
+	// servers killed they read back exact, and still refuse removal.
+	for i := range 3 {
+		d.killShard(i)
+	}
+	if mode, date, err := c.GetObjectRetention(ctx(t), "locked", "comp", cid); err != nil || *mode != comp || !date.Equal(later) {
+		t.Errorf("COMPLIANCE retention with 3 shard servers killed: %v %v %v; want until %s", mode, date, err, later)
+	}
+	if st, err := c.GetObjectLegalHold(ctx(t), "locked", "kept", minio.GetObjectLegalHoldOptions{VersionID: kid}); err != nil || *st != minio.LegalHoldEnabled {
+		t.Errorf("legal hold with 3 shard servers killed: %v %v", st, err)
+	}
+	if err := c.RemoveObject(ctx(t), "locked", "kept", minio.RemoveObjectOptions{VersionID: kid}); lockCode(err) != "AccessDenied" {
+		t.Errorf("DELETE of a held version with 3 shard servers killed: %v; want AccessDenied", err)
+	}
+	if got := get(t, c, "locked", "comp", minio.GetObjectOptions{VersionID: cid}); !bytes.Equal(got, cdata) {
+		t.Errorf("COMPLIANCE version with 3 shard servers killed: %q", got)
+	}
+	// And the bucket cannot go while they exist.
+	if code, body := signedRequest(t, d, http.MethodDelete, "/locked", nil, nil); code != http.StatusConflict || !strings.Contains(body, "BucketNotEmpty") {
+		t.Errorf("DELETE of the lock bucket: %d %s; want 409 BucketNotEmpty", code, body)
+	}
+}
