@@ -3,12 +3,14 @@ listing with pagination, copy, multi-delete, presigned GET and PUT,
 conditional write, checksums, GET by part number, metadata names,
 version listings, url-encoded listings, object attributes, public-read
 with anonymous reads, ownership controls, and refused sub-resources and
-encryption (SSE-S3, SSE-C; SSE-KMS refused), and versioning (old
-versions, delete markers, version listings) against a running regen.
+encryption (SSE-S3, SSE-C; SSE-KMS refused), versioning (old
+versions, delete markers, version listings) and object lock (retention,
+legal hold, locked versions refused deletion) against a running regen.
 
 usage: boto3_scenario.py ENDPOINT WORKDIR (credentials from AWS_* env)
 """
 
+import datetime
 import hashlib
 import os
 import sys
@@ -225,6 +227,65 @@ def versioning(s3):
     s3.delete_bucket(Bucket=bucket)
 
 
+def object_lock(s3):
+    """Create a lock bucket, put with GOVERNANCE retention, see the
+    version refused deletion (alone and in delete_objects), a legal hold
+    on and off, a default retention; then remove everything with the
+    governance bypass so the bucket can go."""
+    bucket = "boto3-locked"
+    s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    check(s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled", "a lock bucket is versioned")
+    conf = s3.get_object_lock_configuration(Bucket=bucket)["ObjectLockConfiguration"]
+    check(conf["ObjectLockEnabled"] == "Enabled" and "Rule" not in conf, "object lock enabled, no default")
+    check(error_code(lambda: s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"}))
+          == "InvalidBucketState", "a lock bucket's versioning cannot be suspended")
+    until = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)).replace(microsecond=0)
+    v = s3.put_object(Bucket=bucket, Key="doc", Body=b"locked", ObjectLockMode="GOVERNANCE",
+                      ObjectLockRetainUntilDate=until)["VersionId"]
+    ret = s3.get_object_retention(Bucket=bucket, Key="doc", VersionId=v)["Retention"]
+    check(ret["Mode"] == "GOVERNANCE" and ret["RetainUntilDate"] == until, "retention read back: %s" % ret)
+    head = s3.head_object(Bucket=bucket, Key="doc")
+    check(head.get("ObjectLockMode") == "GOVERNANCE" and head.get("ObjectLockRetainUntilDate") == until,
+          "HEAD shows the retention")
+    check(error_code(lambda: s3.delete_object(Bucket=bucket, Key="doc", VersionId=v)) == "AccessDenied",
+          "a retained version is refused deletion")
+    res = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "doc", "VersionId": v}]})
+    check([e["Code"] for e in res.get("Errors", [])] == ["AccessDenied"], "delete_objects refuses the retained version")
+    check(error_code(lambda: s3.put_object_retention(Bucket=bucket, Key="doc", VersionId=v, Retention={
+        "Mode": "GOVERNANCE", "RetainUntilDate": until - datetime.timedelta(minutes=10)})) == "AccessDenied",
+        "retention not shortened without bypass")
+
+    h = s3.put_object(Bucket=bucket, Key="held", Body=b"held")["VersionId"]
+    s3.put_object_legal_hold(Bucket=bucket, Key="held", VersionId=h, LegalHold={"Status": "ON"})
+    check(s3.get_object_legal_hold(Bucket=bucket, Key="held", VersionId=h)["LegalHold"]["Status"] == "ON", "legal hold on")
+    check(error_code(lambda: s3.delete_object(Bucket=bucket, Key="held", VersionId=h, BypassGovernanceRetention=True))
+          == "AccessDenied", "a held version is refused deletion, bypass or not")
+    s3.put_object_legal_hold(Bucket=bucket, Key="held", VersionId=h, LegalHold={"Status": "OFF"})
+    s3.delete_object(Bucket=bucket, Key="held", VersionId=h)
+    check(not s3.list_object_versions(Bucket=bucket, Prefix="held").get("Versions"), "released version deleted")
+
+    s3.put_object_lock_configuration(Bucket=bucket, ObjectLockConfiguration={
+        "ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}}})
+    rule = s3.get_object_lock_configuration(Bucket=bucket)["ObjectLockConfiguration"]["Rule"]["DefaultRetention"]
+    check(rule == {"Mode": "GOVERNANCE", "Days": 1}, "default retention read back: %s" % rule)
+    d = s3.put_object(Bucket=bucket, Key="defaulted", Body=b"x")["VersionId"]
+    check(s3.get_object_retention(Bucket=bucket, Key="defaulted", VersionId=d)["Retention"]["Mode"] == "GOVERNANCE",
+          "the default retention applies")
+
+    plain = "boto3-unlocked"
+    s3.create_bucket(Bucket=plain)
+    check(error_code(lambda: s3.get_object_lock_configuration(Bucket=plain)) == "ObjectLockConfigurationNotFoundError",
+          "a plain bucket has no lock configuration")
+    check(error_code(lambda: s3.put_object(Bucket=plain, Key="k", Body=b"x", ObjectLockLegalHoldStatus="ON"))
+          == "InvalidRequest", "lock headers refused in a plain bucket")
+    s3.delete_bucket(Bucket=plain)
+
+    objs = [{"Key": o["Key"], "VersionId": o["VersionId"]} for o in s3.list_object_versions(Bucket=bucket).get("Versions", [])]
+    res = s3.delete_objects(Bucket=bucket, BypassGovernanceRetention=True, Delete={"Objects": objs, "Quiet": True})
+    check(not res.get("Errors"), "the owner removes GOVERNANCE versions with the bypass")
+    s3.delete_bucket(Bucket=bucket)
+
+
 def main():
     endpoint, work = sys.argv[1], sys.argv[2]
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -295,6 +356,7 @@ def main():
     policy(s3, endpoint, bucket)
     encryption(s3, bucket)
     versioning(s3)
+    object_lock(s3)
 
     put_url = s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "presigned-put"}, ExpiresIn=300)
     with urllib.request.urlopen(urllib.request.Request(put_url, data=b"via presigned PUT", method="PUT")) as r:
