@@ -148,6 +148,18 @@ func lockFromHeaders(c *fiber.Ctx, now time.Time) (*metadata.Lock, error) {
 	return l, nil
 }
 
+// lockDigestRequired refuses a PutObject that asks for a lock (asked,
+// from lockFromHeaders) without a digest of its body, as S3 does: a
+// Content-MD5, an x-amz-checksum-* value, or one announced for a
+// trailer (x-amz-trailer, x-amz-sdk-checksum-algorithm).
+func lockDigestRequired(c *fiber.Ctx, asked *metadata.Lock) error {
+	if asked == nil || c.Get("Content-MD5") != "" || c.Get("x-amz-trailer") != "" ||
+		c.Get("x-amz-sdk-checksum-algorithm") != "" || headerWithPrefix(c, "x-amz-checksum-") != "" {
+		return nil
+	}
+	return apiErr("InvalidRequest", "Content-MD5 OR x-amz-checksum- HTTP header is required for Put Object requests with Object Lock parameters")
+}
+
 // applyBucketLock decides the lock of a new version m of bucket b: what
 // the request asked (asked, nil for nothing), else the bucket's default
 // retention from now. Asking for a lock in a bucket without object lock

@@ -111,6 +111,9 @@ func (g *Gateway) putObject(c *fiber.Ctx, req *request) error {
 	if err != nil {
 		return err
 	}
+	if err := lockDigestRequired(c, m.Lock); err != nil {
+		return err
+	}
 	ask, err := g.askedSSE(c)
 	if err != nil {
 		return err

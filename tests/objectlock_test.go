@@ -56,7 +56,11 @@ func TestObjectLock(t *testing.T) {
 	// an overwrite is a new version and a DELETE a marker, as in S3.
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	v1, v2 := []byte("governed one"), bytes.Repeat([]byte("governed two "), 20000)
-	id1 := put(t, c, "locked", "gov", v1, minio.PutObjectOptions{Mode: gov, RetainUntilDate: until}).VersionID
+	// As in S3, a PUT asking for a lock carries a digest of its body.
+	if _, err := c.PutObject(ctx(t), "locked", "gov", bytes.NewReader(v1), int64(len(v1)), minio.PutObjectOptions{Mode: gov, RetainUntilDate: until}); lockCode(err) != "InvalidRequest" {
+		t.Fatalf("locked PUT without Content-MD5 or checksum: %v; want InvalidRequest", err)
+	}
+	id1 := put(t, c, "locked", "gov", v1, minio.PutObjectOptions{Mode: gov, RetainUntilDate: until, SendContentMd5: true}).VersionID
 	if mode, date, err := c.GetObjectRetention(ctx(t), "locked", "gov", id1); err != nil || *mode != gov || !date.Equal(until) {
 		t.Fatalf("retention of gov: %v %v %v; want GOVERNANCE until %s", mode, date, err, until)
 	}
@@ -98,7 +102,7 @@ func TestObjectLock(t *testing.T) {
 	}
 	wc := s3Client(t, d.info.Endpoint, writer.AccessKey, writer.SecretKey)
 	shorter := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
-	waitFor(t, 10*time.Second, "the writer's grant", func() bool {
+	waitFor(t, 30*time.Second, "the writer's grant", func() bool {
 		err := wc.RemoveObject(ctx(t), "locked", "gov", minio.RemoveObjectOptions{VersionID: id1, GovernanceBypass: true})
 		return lockCode(err) == "AccessDenied" && strings.Contains(minio.ToErrorResponse(err).Message, "object lock")
 	})
@@ -133,7 +137,7 @@ func TestObjectLock(t *testing.T) {
 	// COMPLIANCE: extended, never shortened or removed, bypass or not.
 	cuntil := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
 	cdata := []byte("compliant")
-	cid := put(t, c, "locked", "comp", cdata, minio.PutObjectOptions{Mode: comp, RetainUntilDate: cuntil}).VersionID
+	cid := put(t, c, "locked", "comp", cdata, minio.PutObjectOptions{Mode: comp, RetainUntilDate: cuntil, SendContentMd5: true}).VersionID
 	earlier, later := cuntil.Add(-time.Hour), cuntil.Add(time.Hour)
 	if err := c.PutObjectRetention(ctx(t), "locked", "comp", minio.PutObjectRetentionOptions{VersionID: cid, Mode: &comp, RetainUntilDate: &earlier, GovernanceBypass: true}); lockCode(err) != "AccessDenied" {
 		t.Fatalf("COMPLIANCE shortened with bypass: %v; want AccessDenied", err)
@@ -149,7 +153,7 @@ func TestObjectLock(t *testing.T) {
 	}
 
 	// A legal hold blocks removal until it is released.
-	hid := put(t, c, "locked", "held", []byte("on hold"), minio.PutObjectOptions{LegalHold: minio.LegalHoldEnabled}).VersionID
+	hid := put(t, c, "locked", "held", []byte("on hold"), minio.PutObjectOptions{LegalHold: minio.LegalHoldEnabled, SendContentMd5: true}).VersionID
 	if st, err := c.GetObjectLegalHold(ctx(t), "locked", "held", minio.GetObjectLegalHoldOptions{VersionID: hid}); err != nil || *st != minio.LegalHoldEnabled {
 		t.Fatalf("legal hold of held: %v %v", st, err)
 	}
@@ -186,7 +190,7 @@ func TestObjectLock(t *testing.T) {
 	if err := c.SetBucketLifecycle(ctx(t), "locked", cfg); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "lifecycle expiration of exp/a", func() bool {
+	waitFor(t, 90*time.Second, "lifecycle expiration of exp/a", func() bool {
 		_, err := c.StatObject(ctx(t), "locked", "exp/a", minio.StatObjectOptions{})
 		return lockCode(err) == "NoSuchKey"
 	})
