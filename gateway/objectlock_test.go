@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -195,5 +196,56 @@ func TestDeleteLockedVersion(t *testing.T) {
 	}
 	if _, err := g.readVersion(ctx, "b", "k", v1.VersionID, false); !errors.Is(err, errNotFound) {
 		t.Fatalf("version after its removal with bypass: %v, want absent", err)
+	}
+}
+
+// The fake servers grant every lease (the tests here hold no contended
+// key) but a down server's.
+func (f *fakeManifests) AcquireLease(_ context.Context, addr, _, _ string, _ time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down[addr] {
+		return fmt.Errorf("%s down", addr)
+	}
+	return nil
+}
+
+func (f *fakeManifests) ReleaseLease(context.Context, string, string, string) error { return nil }
+
+// TestUpdateVersion: a lock update of a noncurrent version is a newer
+// manifest of that version ID just above it (TS+1), which the lookups by
+// ID take and which leaves the current version current; of the current
+// version, a manifest newer than everything.
+func TestUpdateVersion(t *testing.T) {
+	ctx := context.Background()
+	g, f, _ := fakeCluster(t, 12)
+	v1 := putVersionFake(g, f, "b", "k", "one", false)
+	v2 := putVersionFake(g, f, "b", "k", "two", false)
+	hold := func(m *metadata.Manifest) error {
+		m.Lock = &metadata.Lock{LegalHold: true}
+		return nil
+	}
+	up, err := g.layer.updateVersion(ctx, "b", "k", v1.VersionID, hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (metadata.Version{TS: v1.Version.TS + 1, Writer: v1.Version.Writer}); up.Version != want || up.VersionID != v1.VersionID {
+		t.Fatalf("update of noncurrent v1 stored as %s (%s), want %s (%s)", up.Version, up.VersionID, want, v1.VersionID)
+	}
+	if m, err := g.readVersion(ctx, "b", "k", v1.VersionID, false); err != nil || m.Lock == nil || !m.Lock.LegalHold || string(m.Inline) != "one" {
+		t.Fatalf("v1 after its update: %+v, %v", m, err)
+	}
+	if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || m.VersionID != v2.VersionID || m.Lock != nil {
+		t.Fatalf("current version after updating v1: %+v, %v; want v2 unlocked", m, err)
+	}
+	up, err = g.layer.updateVersion(ctx, "b", "k", v2.VersionID, hold)
+	if err != nil || !v2.Version.Less(up.Version) || up.VersionID != v2.VersionID {
+		t.Fatalf("update of current v2: %+v, %v", up, err)
+	}
+	if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || m.VersionID != v2.VersionID || m.Lock == nil || string(m.Inline) != "two" {
+		t.Fatalf("current version after updating it: %+v, %v", m, err)
+	}
+	if _, err := g.layer.updateVersion(ctx, "b", "k", metadata.Version{TS: 7, Writer: "gw"}.String(), hold); !errors.Is(err, errNotFound) {
+		t.Fatalf("update of a version never written: %v, want errNotFound", err)
 	}
 }

@@ -44,9 +44,13 @@ func (l *layer) deleteVersion(ctx context.Context, bucket, key, id string) (*met
 	return l.deleteVersionGuarded(ctx, bucket, key, id, nil)
 }
 
-// deleteVersionGuarded is deleteVersion that first asks guard (unless
-// nil) about the version it read, and removes nothing when guard refuses
-// (object lock: removable), returning guard's error.
+// deleteVersionGuarded is deleteVersion that asks guard (unless nil)
+// about the version it read, and removes nothing when guard refuses
+// (object lock: removable), returning guard's error. With a guard the
+// removal holds the key's lease on every server it asks, from the read
+// the guard judges to the removal: a lock update (which holds the same
+// lease, updateVersion) lands either before that read or after the
+// removal, never unseen between them.
 func (l *layer) deleteVersionGuarded(ctx context.Context, bucket, key, id string, guard func(*metadata.Manifest) error) (*metadata.Manifest, error) {
 	var removed *metadata.Manifest
 	err := l.fenced(ctx, func() error {
@@ -57,34 +61,79 @@ func (l *layer) deleteVersionGuarded(ctx context.Context, bucket, key, id string
 	return removed, err
 }
 
-// deleteVersionOnce is one try of deleteVersionGuarded.
-func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, guard func(*metadata.Manifest) error) (*metadata.Manifest, error) {
+// readForRemoval reads version id of bucket/key as a removal does: nil
+// when proven absent, a delete marker as the manifest it is.
+func (l *layer) readForRemoval(ctx context.Context, bucket, key, id string) (*metadata.Manifest, error) {
 	m, err := l.lookupWhere(ctx, bucket, key, false, matchVersion(id))
 	var dm *deleteMarkerError
 	switch {
 	case errors.As(err, &dm):
-		m = dm.m
+		return dm.m, nil
 	case errors.Is(err, errNotFound):
 		return nil, nil
-	case err != nil:
-		return nil, err
 	}
-	if guard != nil {
-		if err := guard(m); err != nil {
-			return nil, err
-		}
-	}
-	order, _ := l.manifestOrder(bucket, key)
+	return m, err
+}
+
+// removalTargets are the servers a removal of version m asks: its
+// placement and the key's first maxN.
+func (l *layer) removalTargets(m *metadata.Manifest) []string {
+	order, _ := l.manifestOrder(m.Bucket, m.Key)
 	targets := slices.Clone(m.Placement)
 	for _, id := range order[:min(len(order), max(l.maxN, 1))] {
 		if !slices.Contains(targets, id) {
 			targets = append(targets, id)
 		}
 	}
+	return targets
+}
+
+// deleteVersionOnce is one try of deleteVersionGuarded.
+func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, guard func(*metadata.Manifest) error) (*metadata.Manifest, error) {
+	m, err := l.readForRemoval(ctx, bucket, key, id)
+	if m == nil || err != nil {
+		return nil, err
+	}
+	if guard == nil {
+		if err := l.removeVersion(ctx, m, id, l.removalTargets(m), shardrpc.NoLease); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	targets := l.removalTargets(m)
+	kl, err := l.lockKey(ctx, bucket, key, targets, l.writeQuorum(m))
+	if err != nil {
+		return nil, err
+	}
+	defer kl.release()
+	lctx, cancel := kl.context(ctx)
+	defer cancel()
+	under, err := l.readForRemoval(lctx, bucket, key, id)
+	switch {
+	case under == nil || err != nil:
+		return nil, err
+	case !slices.Equal(under.Placement, m.Placement):
+		// NB: fenced tries again from the read, with the lease of the
+		// placement the version has now.
+		return nil, fmt.Errorf("%w: version %q of %s/%s moved while its lease was taken", errNewer, id, bucket, key)
+	}
+	if err := guard(under); err != nil {
+		return nil, err
+	}
+	if err := l.removeVersion(lctx, under, id, targets, kl.holder); err != nil {
+		return nil, err
+	}
+	return under, nil
+}
+
+// removeVersion asks every live server of targets to remove version id
+// of m's key, under lease (or shardrpc.NoLease), and succeeds once a
+// write quorum of m's placement has (removed it or held none).
+func (l *layer) removeVersion(ctx context.Context, m *metadata.Manifest, id string, targets []string, lease string) error {
 	var mu sync.Mutex
 	done := map[string]bool{}
 	_, errs := l.onLive(targets, func(node, addr string) error {
-		if _, err := l.shards.DeleteVersion(ctx, addr, bucket, key, id, shardrpc.NoLease); err != nil {
+		if _, err := l.shards.DeleteVersion(ctx, addr, m.Bucket, m.Key, id, lease); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -99,10 +148,10 @@ func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, g
 		}
 	}
 	if want := l.writeQuorum(m); ok < want {
-		return nil, fmt.Errorf("%w: version %q of %s/%s removed on %d of %d servers, %d needed: %w",
-			errUnavailable, id, bucket, key, ok, len(m.Placement), want, errors.Join(errs...))
+		return fmt.Errorf("%w: version %q of %s/%s removed on %d of %d servers, %d needed: %w",
+			errUnavailable, id, m.Bucket, m.Key, ok, len(m.Placement), want, errors.Join(errs...))
 	}
-	return m, nil
+	return nil
 }
 
 // visibleVersions is confirmedEntry for ListObjectVersions: every version
