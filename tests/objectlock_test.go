@@ -198,6 +198,36 @@ func TestObjectLock(t *testing.T) {
 		t.Fatalf("retained version after lifecycle expiration: %q", got)
 	}
 
+	// CopyObject and multipart uploads take the lock their request asks
+	// for (a copy not its source's).
+	cp, err := c.CopyObject(ctx(t), minio.CopyDestOptions{Bucket: "locked", Object: "copy", Mode: comp, RetainUntilDate: cuntil},
+		minio.CopySrcOptions{Bucket: "locked", Object: "comp", VersionID: cid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, date, err := c.GetObjectRetention(ctx(t), "locked", "copy", cp.VersionID); err != nil || *mode != comp || !date.Equal(cuntil) {
+		t.Errorf("retention of a copy: %v %v %v; want COMPLIANCE until %s", mode, date, err, cuntil)
+	}
+	core := &minio.Core{Client: c}
+	upload, err := core.NewMultipartUpload(ctx(t), "locked", "mpu", minio.PutObjectOptions{LegalHold: minio.LegalHoldEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := core.PutObjectPart(ctx(t), "locked", "mpu", upload, 1, bytes.NewReader(cdata), int64(len(cdata)), minio.PutObjectPartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := core.CompleteMultipartUpload(ctx(t), "locked", "mpu", upload, []minio.CompletePart{{PartNumber: 1, ETag: part.ETag}}, minio.PutObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.GetObjectLegalHold(ctx(t), "locked", "mpu", minio.GetObjectLegalHoldOptions{VersionID: done.VersionID}); err != nil || *st != minio.LegalHoldEnabled {
+		t.Errorf("legal hold of a multipart upload: %v %v", st, err)
+	}
+	if err := c.RemoveObject(ctx(t), "locked", "mpu", minio.RemoveObjectOptions{VersionID: done.VersionID, GovernanceBypass: true}); lockCode(err) != "AccessDenied" {
+		t.Errorf("DELETE of a held multipart version: %v; want AccessDenied", err)
+	}
+
 	// The locks live in the versions' manifests: with m = 3 shard
 	// servers killed they read back exact, and still refuse removal.
 	for i := range 3 {
