@@ -9,6 +9,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	lc "github.com/minio/minio-go/v7/pkg/lifecycle"
+
+	"github.com/regen-s3/regen/internal/sigv4"
 )
 
 // lockCode is the S3 error code of err ("" for none).
@@ -24,11 +26,11 @@ func lockCode(err error) string {
 // default retention, versions put with GOVERNANCE and COMPLIANCE
 // retention and legal holds, every route that could remove a locked
 // version refused (DELETE by version, DeleteObjects, lifecycle), the
-// governance bypass for the bucket's owner only, and the locks read back
-// with three shard servers killed.
+// governance bypass for the bucket's owner only, virtual-hosted
+// requests, and the locks read back with three shard servers killed.
 func TestObjectLock(t *testing.T) {
 	parallel(t)
-	d := startDev(t, "--lifecycle-day", "1s", "--lifecycle-interval", "1s")
+	d := startDev(t, "--lifecycle-day", "1s", "--lifecycle-interval", "1s", "--domain", "s3.test")
 	c := d.client(t)
 	if err := c.MakeBucket(ctx(t), "locked", minio.MakeBucketOptions{ObjectLocking: true}); err != nil {
 		t.Fatal(err)
@@ -226,6 +228,23 @@ func TestObjectLock(t *testing.T) {
 	}
 	if err := c.RemoveObject(ctx(t), "locked", "mpu", minio.RemoveObjectOptions{VersionID: done.VersionID, GovernanceBypass: true}); lockCode(err) != "AccessDenied" {
 		t.Errorf("DELETE of a held multipart version: %v; want AccessDenied", err)
+	}
+
+	// Virtual-hosted style takes the same routes.
+	vhost := func(method, path string) (int, []byte) {
+		req, _ := http.NewRequest(method, d.info.Endpoint+path, nil)
+		req.Host = "locked.s3.test:" + portOf(strings.TrimPrefix(d.info.Endpoint, "http://"))
+		sigv4.Sign(req, d.info.AccessKey, d.info.SecretKey, "us-east-1", time.Now(), "UNSIGNED-PAYLOAD")
+		return send(t, http.DefaultClient, req)
+	}
+	if code, body := vhost(http.MethodGet, "/comp?retention&versionId="+cid); code != 200 || !strings.Contains(string(body), "<Mode>COMPLIANCE</Mode>") {
+		t.Errorf("virtual-hosted GET ?retention: %d %s", code, body)
+	}
+	if code, body := vhost(http.MethodGet, "/?object-lock"); code != 200 || !strings.Contains(string(body), "<ObjectLockEnabled>Enabled</ObjectLockEnabled>") {
+		t.Errorf("virtual-hosted GET ?object-lock: %d %s", code, body)
+	}
+	if code, body := vhost(http.MethodDelete, "/comp?versionId="+cid); code != 403 || !strings.Contains(string(body), "AccessDenied") {
+		t.Errorf("virtual-hosted DELETE of a COMPLIANCE version: %d %s; want 403 AccessDenied", code, body)
 	}
 
 	// The locks live in the versions' manifests: with m = 3 shard
