@@ -501,9 +501,9 @@ var objectParams = map[string][]string{
 // writableAsAsked refuses object writes that ask for what regen does not
 // do: ACL grants it cannot enforce (requestACL). Storing the object while
 // the client believes it writable by anyone would be worse than failing.
-// (Object lock headers are read by each write that takes them,
-// lockFromHeaders.) (Server-side encryption is read by each
-// write that takes it, sse.go; SSE-KMS is refused there.)
+// (Server-side encryption and object lock headers are read by each write
+// that takes them, sse.go and lockFromHeaders; SSE-KMS is refused there,
+// lock headers in a bucket without object lock too.)
 func writableAsAsked(c *fiber.Ctx, method string) error {
 	if method != fiber.MethodPut && method != fiber.MethodPost {
 		return nil
