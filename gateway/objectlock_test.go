@@ -175,7 +175,7 @@ func TestLockRuleOf(t *testing.T) {
 // goes.
 func TestDeleteLockedVersion(t *testing.T) {
 	ctx := context.Background()
-	g, f, _ := fakeCluster(t, 12)
+	g, f, kill := fakeCluster(t, 12)
 	v1 := putVersionFake(g, f, "b", "k", "one", false)
 	putVersionFake(g, f, "b", "k", "two", false)
 	lock := &metadata.Lock{Mode: metadata.LockGovernance, RetainUntil: time.Now().Add(time.Hour)}
@@ -188,6 +188,17 @@ func TestDeleteLockedVersion(t *testing.T) {
 	if _, err := g.layer.deleteVersionGuarded(ctx, "b", "k", v1.VersionID, guard(false)); codeOf(err) != "AccessDenied" {
 		t.Fatalf("removal of a retained version: %v, want AccessDenied", err)
 	}
+	// With three servers of its placement down the lease (a write quorum)
+	// cannot be had, but the refusal needs none: AccessDenied, not 503.
+	var dead []int
+	for _, id := range v1.Placement[:3] {
+		dead = append(dead, idx(id))
+	}
+	kill(dead...)
+	if _, err := g.layer.deleteVersionGuarded(ctx, "b", "k", v1.VersionID, guard(false)); codeOf(err) != "AccessDenied" {
+		t.Fatalf("removal of a retained version with 3 of its servers down: %v, want AccessDenied", err)
+	}
+	kill()
 	if m, err := g.readVersion(ctx, "b", "k", v1.VersionID, false); err != nil || string(m.Inline) != "one" || m.Lock == nil {
 		t.Fatalf("retained version after a refused removal: %+v, %v", m, err)
 	}

@@ -100,6 +100,14 @@ func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, g
 		}
 		return m, nil
 	}
+	// NB: a version the read finds locked is refused at once, without the
+	// lease: the refusal takes effect at that read. The lease (a write
+	// quorum of the placement) is needed only to remove, so a locked
+	// version is refused with AccessDenied, not 503, while servers of its
+	// placement are down (TestObjectLock with three killed).
+	if err := guard(m); err != nil {
+		return nil, err
+	}
 	targets := l.removalTargets(m)
 	kl, err := l.lockKey(ctx, bucket, key, targets, l.writeQuorum(m))
 	if err != nil {
