@@ -127,10 +127,17 @@ func (w *Worker) NoteWrite(m *metadata.Manifest) {
 	if len(q.live) == 0 {
 		return // no view yet: the first look at the members notes these
 	}
+	missed := false
 	for _, id := range m.Placement {
 		if id != w.cfg.NodeID && !q.live[id] {
 			q.note(id, ref, now)
+			missed = true
 		}
+	}
+	if missed {
+		// A group placed on a server that is not live: the scan must
+		// look (it may skip its walk otherwise, scan_skip.go).
+		w.walkDirty.Store(true)
 	}
 }
 

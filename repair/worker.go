@@ -40,8 +40,14 @@ type Config struct {
 	ScrubRate int64
 	// ScanInterval is how often the local manifests are walked for
 	// affected stripe groups (less often when a walk is slow: see
-	// walkPace). A scrub pass starts at most every scrubEvery of them.
+	// walkPace) while anything may be degraded; on a healthy cluster a
+	// scan skips the walk (scan_skip.go). A scrub pass starts at most
+	// every scrubEvery of them.
 	ScanInterval time.Duration
+	// FullScanInterval bounds how long scans may skip the walk on a
+	// cluster where nothing changed: the safety net of the skip rules.
+	// At or below ScanInterval (0, say) every scan walks.
+	FullScanInterval time.Duration
 	// SyncInterval is how often this server checks the writes made since
 	// its last such pass (up to one interval ago) with their live
 	// placement peers, so that a write that missed one live server (a
@@ -70,11 +76,14 @@ func DefaultConfig() Config {
 		Rate:         0,                // unlimited: repair as fast as the cluster allows
 		ScrubRate:    8 << 20,          // 8 MiB/s: a 10 TB server every ~2 weeks
 		ScanInterval: 30 * time.Second,
-		SyncInterval: 5 * time.Minute, // a missed write is whole again within 5-10 minutes
-		Method:       Auto,
-		Retries:      5,
-		Backoff:      time.Second,
-		Model:        DefaultCostModel(),
+		// A walk of a million manifests takes seconds; hourly it costs
+		// a fraction of a percent of a core.
+		FullScanInterval: time.Hour,
+		SyncInterval:     5 * time.Minute, // a missed write is whole again within 5-10 minutes
+		Method:           Auto,
+		Retries:          5,
+		Backoff:          time.Second,
+		Model:            DefaultCostModel(),
 	}
 }
 
@@ -91,6 +100,8 @@ func (c *Config) Validate() error {
 		return errors.New("repair: rates must not be negative")
 	case c.ScanInterval <= 0:
 		return fmt.Errorf("repair: scan interval %s must be positive", c.ScanInterval)
+	case c.FullScanInterval < 0:
+		return fmt.Errorf("repair: full scan interval %s is negative", c.FullScanInterval)
 	case c.SyncInterval < 0:
 		return fmt.Errorf("repair: sync interval %s is negative", c.SyncInterval)
 	}
@@ -175,6 +186,8 @@ type Worker struct {
 	// peerCPU: the largest batch CPU each server of this host reported
 	// during the current batch (hostPeers); nil when it has none.
 	peerCPU map[string]float64
+	// walk: the last full walk of the scan (scan_skip.go).
+	walk walkState
 	// prevNodes is each node's state at the last scan.
 	prevNodes map[string]nodeMark
 	// modelMu guards cfg.Model, which calibration refines while the
@@ -196,6 +209,9 @@ type Worker struct {
 	// loop on membership changes.
 	mrf    *mrfQueue
 	events <-chan cluster.Event
+	// walkDirty: something happened since the last walk that may have
+	// left a group degraded (scan_skip.go).
+	walkDirty atomic.Bool
 }
 
 // job is the repair of one object version: every part, same destinations,
@@ -435,6 +451,12 @@ func (w *Worker) eachManifest(ctx context.Context, fn func(*metadata.Manifest) e
 func (w *Worker) scan(ctx context.Context) error {
 	v := w.view()
 	w.noteReturns(v)
+	sig := walkSignature(v)
+	if !w.needWalk(sig) {
+		w.hostPeers(ctx, v)
+		return nil
+	}
+	t0 := w.now()
 	live := 0
 	for _, ni := range v.nodes {
 		if ni.Live {
@@ -527,6 +549,7 @@ func (w *Worker) scan(ctx context.Context) error {
 	w.mu.Lock()
 	w.stripes = counts
 	w.mu.Unlock()
+	w.walked(t0, sig, counts.Degraded == 0 && counts.Draining == 0 && len(unknown) == 0 && len(found) == 0)
 	w.m.stripes(counts)
 	for _, j := range found {
 		w.enqueue(j)
@@ -754,6 +777,9 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 	w.mu.Lock()
 	w.counts.Running--
 	w.m.running.Set(float64(w.counts.Running))
+	// Whatever the outcome, the next scan walks: a repaired group is
+	// checked once more, and a failed or deferred one is found again.
+	w.walkDirty.Store(true)
 	requeue := false
 	switch {
 	case err == nil:

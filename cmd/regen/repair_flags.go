@@ -18,7 +18,7 @@ import (
 // repairFlags configure a shard server's repair worker.
 type repairFlags struct {
 	grace, scan     time.Duration
-	sync            time.Duration
+	sync, fullScan  time.Duration
 	workers         int
 	rate, scrubRate int64
 	method          string
@@ -42,6 +42,7 @@ func devRepairDefaults() repair.Config {
 func (f *repairFlags) register(o *optionSet, def repair.Config) {
 	o.Duration(&f.grace, "repair-grace", "REGEN_REPAIR_GRACE", def.Grace, "how long a shard server must be dead before its shards are rebuilt elsewhere")
 	o.Duration(&f.scan, "repair-scan", "REGEN_REPAIR_SCAN", def.ScanInterval, "how often local manifests are checked for lost shards")
+	o.Duration(&f.fullScan, "repair-full-scan", "REGEN_REPAIR_FULL_SCAN", def.FullScanInterval, "longest time between walks of every local manifest while nothing changes (a healthy cluster skips the walks); 0 = walk on every scan")
 	o.Duration(&f.sync, "sync-interval", "REGEN_SYNC_INTERVAL", def.SyncInterval, "how often recent writes are checked with their placement peers, so one a live server missed is healed; 0 = only when a peer returns")
 	o.Int(&f.workers, "repair-workers", "REGEN_REPAIR_WORKERS", def.Workers, "repair jobs run at once on this server")
 	o.Rate(&f.rate, "repair-rate", "REGEN_REPAIR_RATE", def.Rate, "cluster-wide repair traffic cap, bytes/s (e.g. 100MiB); 0 = unlimited")
@@ -58,6 +59,8 @@ func (f *repairFlags) Validate() error {
 		return badOption("repair-scan", "must be positive")
 	case f.sync < 0:
 		return badOption("sync-interval", "must not be negative")
+	case f.fullScan < 0:
+		return badOption("repair-full-scan", "must not be negative")
 	case f.workers < 1:
 		return badOption("repair-workers", "want at least 1")
 	}
@@ -73,6 +76,7 @@ func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheu
 	cfg := repair.DefaultConfig()
 	cfg.NodeID, cfg.Logger = id, log.With("component", "repair")
 	cfg.Grace, cfg.ScanInterval, cfg.SyncInterval, cfg.Workers = f.grace, f.scan, f.sync, f.workers
+	cfg.FullScanInterval = f.fullScan
 	cfg.Rate, cfg.ScrubRate, cfg.Method = f.rate, f.scrubRate, f.method
 	// The cost model starts from this machine's measured CPU and disk
 	// rather than production guesses; network rates are learned from the
@@ -98,7 +102,8 @@ func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheu
 // args passes the flags on to a child shard server.
 func (f *repairFlags) args() []string {
 	return []string{
-		"--repair-grace", f.grace.String(), "--repair-scan", f.scan.String(), "--sync-interval", f.sync.String(),
+		"--repair-grace", f.grace.String(), "--repair-scan", f.scan.String(), "--repair-full-scan", f.fullScan.String(),
+		"--sync-interval", f.sync.String(),
 		"--repair-workers", strconv.Itoa(f.workers), "--repair-rate", strconv.FormatInt(f.rate, 10),
 		"--scrub-rate", strconv.FormatInt(f.scrubRate, 10), "--repair", f.method,
 	}

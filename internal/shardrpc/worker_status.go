@@ -60,6 +60,13 @@ type StripeCounts struct {
 	// mean the worker is stuck, not that nothing is degraded.
 	Scanned   string `json:"scanned,omitempty"`
 	ScanError string `json:"scan_error,omitempty"`
+	// Walked is when the last scan that walked the manifests began: the
+	// counts above are of that walk. A scan on a cluster where nothing
+	// changed since a walk that found nothing degraded skips the walk
+	// (Skipped counts those scans), so Total may miss objects written
+	// since Walked.
+	Walked  string `json:"walked,omitempty"`
+	Skipped int64  `json:"skipped,omitempty"`
 }
 
 // SyncCounts count a server's full manifest syncs with its placement

@@ -1,0 +1,82 @@
+package repair
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A scan walks every local manifest to find the stripe groups that a down,
+// lost or draining server affects. On a healthy cluster that finds nothing,
+// and walking a million manifests every ScanInterval on every server would
+// be the cluster's largest idle cost (issue 18: background work must grow
+// with change, not with objects). So a scan is skipped when nothing that
+// could make a group degraded has happened since a walk that found none:
+//
+//   - the membership is the same (walkSignature: every server's liveness,
+//     suspicion, draining, replacement and process start);
+//   - no repair job is queued or running, and none ended since that walk
+//     (a failed or deferred one waits for the next walk, see runJob);
+//   - no write stored here named a server that is not live (NoteWrite);
+//   - the walk is younger than FullScanInterval, the safety net for
+//     anything the above misses.
+//
+// A change of any of these starts a walk at the next ScanInterval, as
+// before; while any server is down or draining every scan walks.
+
+// walkSignature sums up what of the membership decides a walk's outcome.
+func walkSignature(v nodeView) string {
+	ids := make([]string, 0, len(v.nodes))
+	for id := range v.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	for _, id := range ids {
+		ni := v.nodes[id]
+		fmt.Fprintf(&b, "%s:%t:%t:%t:%t:%s:%d;", id, ni.Live, ni.Suspect, ni.Draining, v.replaced[id], ni.Replaces, v.boot[id])
+	}
+	return b.String()
+}
+
+// walkState is what the last full walk found. Guarded by Worker.mu;
+// whether anything happened since that could change it is
+// Worker.walkDirty, an atomic so that NoteWrite sets it under the MRF
+// queue's lock without taking Worker.mu.
+type walkState struct {
+	at    time.Time // when it began (zero: none yet)
+	sig   string    // walkSignature of its view
+	clean bool      // it found nothing degraded, draining, unknown or to repair
+	// skipped counts scans answered from it without walking.
+	skipped int64
+}
+
+// needWalk reports whether a scan with view v must walk the manifests,
+// and if so clears walkDirty (what happens from now on is seen by the walk
+// or marks it again).
+func (w *Worker) needWalk(sig string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ws := &w.walk
+	skip := !ws.at.IsZero() && ws.clean && !w.walkDirty.Load() && ws.sig == sig &&
+		w.queue.len() == 0 && w.counts.Running == 0 &&
+		w.now().Sub(ws.at) < w.cfg.FullScanInterval
+	if skip {
+		ws.skipped++
+		w.stripes.Scanned = w.now().UTC().Format(time.RFC3339Nano)
+		w.stripes.Skipped = ws.skipped
+		return false
+	}
+	w.walkDirty.Store(false)
+	return true
+}
+
+// walked records a walk that began at t0 with signature sig.
+func (w *Worker) walked(t0 time.Time, sig string, clean bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.walk.at, w.walk.sig, w.walk.clean = t0, sig, clean
+	w.stripes.Walked = t0.UTC().Format(time.RFC3339Nano)
+	w.stripes.Skipped = w.walk.skipped
+}

@@ -1,0 +1,126 @@
+package repair
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// walkCounter is a Store that holds manifests and counts the walks over
+// them.
+type walkCounter struct {
+	*fakeCluster
+	ms    []*metadata.Manifest
+	walks int
+}
+
+func (s *walkCounter) EachManifest(_ context.Context, fn func(*metadata.Manifest) error) error {
+	s.walks++
+	for _, m := range s.ms {
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A scan walks the manifests only when something may have left a stripe
+// group degraded since a walk that found nothing: a membership change, a
+// write placed on a server that is not live, or FullScanInterval passing.
+// While a server is down every scan walks.
+func TestScanSkipsWalkWhileNothingChanges(t *testing.T) {
+	f := newFakeCluster(4)
+	place := []string{"n0", "n1", "n2", "n3"}
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 1, Writer: "gw"}, Code: "rs-2-2",
+		ChunkSize: 4096, Placement: place, Parts: []metadata.Part{{Number: 1, ID: "f", Size: 100, ShardCRC: []uint32{0, 1, 2, 3}}}}
+	store := &walkCounter{fakeCluster: f, ms: []*metadata.Manifest{m}}
+	cfg := DefaultConfig()
+	cfg.NodeID = "n0"
+	w, err := New(cfg, store, f, shardAPI{f}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1000, 0)
+	w.now = func() time.Time { return clock }
+	w.mrf.look(w.view(), "n0", clock) // as runMRF does at start
+	ctx := context.Background()
+	step := func(what string, wantWalks int) {
+		t.Helper()
+		clock = clock.Add(cfg.ScanInterval)
+		if err := w.scan(ctx); err != nil {
+			t.Fatalf("%s: scan: %v", what, err)
+		}
+		if store.walks != wantWalks {
+			t.Fatalf("%s: %d walks, want %d", what, store.walks, wantWalks)
+		}
+	}
+	setState := func(id int, st cluster.State) {
+		f.mu.Lock()
+		f.members[id].State = st
+		f.members[id].Since = clock
+		f.mu.Unlock()
+	}
+
+	step("first scan", 1)
+	step("nothing changed", 1)
+	step("still nothing", 1)
+	if got := w.Status().Stripes; got.Skipped != 2 || got.Total != 1 || got.Walked == "" {
+		t.Fatalf("status after two skipped scans: %+v", got)
+	}
+
+	w.NoteWrite(&metadata.Manifest{Bucket: "b", Key: "k2", Placement: []string{"n0", "gone"}})
+	step("a write placed on a server that is not live", 2)
+	step("nothing since", 2)
+
+	setState(3, cluster.StateDead)
+	step("a server died", 3)
+	step("it is still down: every scan walks", 4)
+	setState(3, cluster.StateAlive)
+	step("it came back", 5)
+	step("healthy again", 5)
+
+	clock = clock.Add(cfg.FullScanInterval)
+	step("a full scan interval passed", 6)
+	step("and nothing since", 6)
+
+	cfg.FullScanInterval = 0
+	w.cfg.FullScanInterval = 0
+	step("full scan interval 0: every scan walks", 7)
+	step("every scan", 8)
+}
+
+func TestWalkSignatureSeesEveryChange(t *testing.T) {
+	base := func() nodeView {
+		v := nodeView{nodes: map[string]NodeInfo{}, boot: map[string]int64{}, replaced: map[string]bool{}}
+		for i := range 3 {
+			id := fmt.Sprintf("n%d", i)
+			v.nodes[id] = NodeInfo{ID: id, Live: true}
+			v.boot[id] = 1
+		}
+		return v
+	}
+	same := walkSignature(base())
+	for name, change := range map[string]func(v nodeView){
+		"dead":      func(v nodeView) { ni := v.nodes["n1"]; ni.Live = false; v.nodes["n1"] = ni },
+		"suspect":   func(v nodeView) { ni := v.nodes["n1"]; ni.Suspect = true; v.nodes["n1"] = ni },
+		"draining":  func(v nodeView) { ni := v.nodes["n1"]; ni.Draining = true; v.nodes["n1"] = ni },
+		"replaced":  func(v nodeView) { v.replaced["n1"] = true },
+		"replaces":  func(v nodeView) { ni := v.nodes["n2"]; ni.Replaces = "n9"; v.nodes["n2"] = ni },
+		"restarted": func(v nodeView) { v.boot["n1"] = 2 },
+		"joined":    func(v nodeView) { v.nodes["n3"] = NodeInfo{ID: "n3", Live: true} },
+		"left":      func(v nodeView) { delete(v.nodes, "n2") },
+	} {
+		v := base()
+		change(v)
+		if walkSignature(v) == same {
+			t.Errorf("%s: signature unchanged", name)
+		}
+	}
+	if walkSignature(base()) != same {
+		t.Fatal("signature of the same view differs")
+	}
+}
