@@ -14,6 +14,11 @@
 //     a bounded pool, verifies rebuilt shards against the manifest's
 //     checksums and only then switches the manifest.
 //
+// Background work grows with change, not with objects: the scan walks the
+// local manifests only while something may be degraded (scan_skip.go),
+// writes that missed a server are queued (mrf.go), and the scrubber's
+// position survives restarts (scrub.go).
+//
 // The methods come from two papers: PUSH (Huang et al., "PUSH: A
 // Pipelined Reconstruction I/O for Erasure-Coded Storage Clusters", IEEE
 // TPDS 2015) chains partial sums along survivors so no node suffers incast,
