@@ -116,8 +116,11 @@ start_regen() {
 	return 1
 }
 
+# NB: exec, so that a caller's $! is MinIO's PID and stop_all stops it
+# (a backgrounded function is a subshell, which would otherwise be what
+# gets killed, leaving MinIO running).
 minio_env() {
-	env MINIO_ROOT_USER=$ACCESS MINIO_ROOT_PASSWORD=$SECRET MINIO_STORAGE_CLASS_STANDARD=EC:3 MINIO_CI_CD=1 \
+	exec env MINIO_ROOT_USER=$ACCESS MINIO_ROOT_PASSWORD=$SECRET MINIO_STORAGE_CLASS_STANDARD=EC:3 MINIO_CI_CD=1 \
 		MINIO_BROWSER=off MINIO_UPDATE=off "$@"
 }
 

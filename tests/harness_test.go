@@ -299,22 +299,8 @@ func ctx(t testing.TB) context.Context {
 // servers it considers dead.
 func (d *devCluster) deadShards(t testing.TB) int {
 	t.Helper()
-	out, err := exec.Command(regenBin, "admin", "status", "--json", "--endpoint", d.info.Endpoint,
-		"--access-key", d.info.AccessKey, "--secret-key", d.info.SecretKey).Output()
-	if err != nil {
-		t.Fatalf("regen admin status: %v", err)
-	}
-	var st struct {
-		Nodes []struct {
-			Role  string `json:"r"`
-			State string `json:"state"`
-		} `json:"nodes"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("regen admin status --json: %v\n%s", err, out)
-	}
 	dead := 0
-	for _, n := range st.Nodes {
+	for _, n := range d.adminStatus(t).Nodes {
 		if n.Role == "shard" && n.State == "dead" {
 			dead++
 		}
@@ -326,23 +312,37 @@ func (d *devCluster) deadShards(t testing.TB) int {
 // (0 when the gateway has no repair source).
 func (d *devCluster) repairsDone(t testing.TB) int64 {
 	t.Helper()
+	if st := d.adminStatus(t); st.Repair != nil {
+		return st.Repair.Done
+	}
+	return 0
+}
+
+// statusView is the part of `regen admin status --json` the tests read.
+type statusView struct {
+	Nodes []struct {
+		Role  string `json:"r"`
+		State string `json:"state"`
+	} `json:"nodes"`
+	Repair *struct {
+		Done int64 `json:"done"`
+	} `json:"repair"`
+}
+
+// adminStatus runs `regen admin status --json` against the cluster, as an
+// operator would.
+func (d *devCluster) adminStatus(t testing.TB) statusView {
+	t.Helper()
 	out, err := exec.Command(regenBin, "admin", "status", "--json", "--endpoint", d.info.Endpoint,
 		"--access-key", d.info.AccessKey, "--secret-key", d.info.SecretKey).Output()
 	if err != nil {
 		t.Fatalf("regen admin status: %v", err)
 	}
-	var st struct {
-		Repair *struct {
-			Done int64 `json:"done"`
-		} `json:"repair"`
-	}
+	var st statusView
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("regen admin status --json: %v\n%s", err, out)
 	}
-	if st.Repair == nil {
-		return 0
-	}
-	return st.Repair.Done
+	return st
 }
 
 // shardArgs returns the command line shard server i was started with

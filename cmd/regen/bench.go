@@ -35,11 +35,15 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			return runBenchRepair(ctx, args[1:], stdout)
 		case "s3":
 			return runBenchS3(ctx, args[1:], stdout)
+		case "fill":
+			return runBenchFill(ctx, args[1:], stdout)
+		case "probe":
+			return runBenchProbe(ctx, args[1:], stdout)
 		case "s3-report":
 			return runBenchS3Report(ctx, args[1:], stdout)
 		}
 	}
-	return usageErrorf("usage: regen bench repair|s3|s3-report [flags]")
+	return usageErrorf("usage: regen bench repair|s3|s3-report|fill|probe [flags]")
 }
 
 // BenchRow is one measured repair of `regen bench repair --json`.

@@ -30,7 +30,7 @@ func commands() map[string]command {
 		"admin":   {"operator commands against a running cluster (below)", runAdmin},
 		"codes":   {"survey the repair bandwidth of erasure codes", runCodes},
 		"chaos":   {"start a dev cluster, run clients under a seeded nemesis (kill -9, SIGSTOP, clock skew) and check linearizability and durability", runChaos},
-		"bench":   {"benchmarks: 'bench repair' times repair methods on a local cluster, 'bench s3' an S3 endpoint", runBench},
+		"bench":   {"benchmarks: 'bench repair' times repair methods on a local cluster, 'bench s3' an S3 endpoint, 'bench fill' loads many small objects and 'bench probe' measures HEAD, listing and DeleteObjects on them", runBench},
 		"health":  {"probe a server's /healthz (for container healthchecks)", runHealth},
 		"version": {"print the version, commit and Go version of this binary", runVersion},
 	}

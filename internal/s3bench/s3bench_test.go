@@ -136,3 +136,65 @@ func TestReport(t *testing.T) {
 		t.Error("median")
 	}
 }
+
+func TestLowWater(t *testing.T) {
+	w := newLowWater(10)
+	for _, i := range []int{12, 11, 14} {
+		w.mark(i)
+	}
+	if got := w.next(); got != 10 {
+		t.Fatalf("next = %d with 10 not done, want 10", got)
+	}
+	w.mark(10)
+	if got := w.next(); got != 13 {
+		t.Fatalf("next = %d after 10-12 and 14, want 13", got)
+	}
+	w.mark(13)
+	w.mark(3) // below the start: ignored
+	if got := w.next(); got != 15 {
+		t.Fatalf("next = %d after 10-14, want 15", got)
+	}
+}
+
+func TestFillKeySpreadsAndSorts(t *testing.T) {
+	seen := map[string]bool{}
+	for i := range 10 {
+		seen[FillKey(i, 5)[:5]] = true
+	}
+	if len(seen) != 5 {
+		t.Fatalf("10 consecutive indexes over 5 prefixes hit %d prefixes, want 5", len(seen))
+	}
+	if a, b := FillKey(7, 5), FillKey(12, 5); a[:5] != b[:5] || a >= b {
+		t.Fatalf("keys of one prefix must sort by index: %q, %q", a, b)
+	}
+}
+
+func TestFillConfigValidate(t *testing.T) {
+	if err := DefaultFillConfig().Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	for name, mod := range map[string]func(*FillConfig){
+		"no bucket":      func(c *FillConfig) { c.Bucket = "" },
+		"no objects":     func(c *FillConfig) { c.Objects = 0 },
+		"negative start": func(c *FillConfig) { c.Start = -1 },
+		"no prefixes":    func(c *FillConfig) { c.Prefixes = 0 },
+		"no workers":     func(c *FillConfig) { c.Concurrency = 0 },
+	} {
+		c := DefaultFillConfig()
+		mod(&c)
+		if c.Validate() == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestProbeConfigValidate(t *testing.T) {
+	if err := DefaultProbeConfig().Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	c := DefaultProbeConfig()
+	c.DeleteKeys = c.Objects + 1
+	if c.Validate() == nil {
+		t.Fatal("deleting more keys than were filled was accepted")
+	}
+}
