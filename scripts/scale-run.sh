@@ -17,6 +17,7 @@
 #
 # Environment (all optional):
 #   OBJECTS=1000000  PREFIXES=1000  SIZE=1KiB  CONCURRENCY=32
+#   DELETE=10000     objects the probe removes by DeleteObjects
 #   STRIPED=200 STRIPED_SIZE=1MiB  objects above the inline limit (128 KiB)
 #                    in a second bucket, so the killed server held shards to
 #                    rebuild: 1 KiB objects live inside their manifests,
@@ -39,6 +40,8 @@ SIZE=${SIZE:-1KiB}
 STRIPED=${STRIPED:-200}
 STRIPED_SIZE=${STRIPED_SIZE:-1MiB}
 CONCURRENCY=${CONCURRENCY:-32}
+DELETE=${DELETE:-10000}
+[ "$DELETE" -le "$OBJECTS" ] || DELETE=$((OBJECTS / 10))
 SETTLE=${SETTLE:-120}
 IDLE=${IDLE:-60}
 DOWN=${DOWN:-20}
@@ -53,7 +56,7 @@ CLK=$(getconf CLK_TCK)
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 now() { date +%s.%N; }
-since() { echo "$(now) - $1" | bc; }
+since() { printf '%.1f' "$(echo "$(now) - $1" | bc)"; }
 
 REGEN="$OUT/regen"
 log "building regen into $REGEN"
@@ -128,8 +131,7 @@ log "idle CPU ${idle_pct}% of one core; RSS gateway ${gw_rss} KiB, shard servers
 
 log "probing HEAD, listings and DeleteObjects"
 "$REGEN" bench probe --endpoint "$ENDPOINT" --access $ACCESS --secret $SECRET --bucket scale \
-	--objects "$OBJECTS" --prefixes "$PREFIXES" --size "$SIZE" --json >"$OUT/probe.jsonl"
-objects_left=$((OBJECTS - 10000))
+	--objects "$OBJECTS" --prefixes "$PREFIXES" --size "$SIZE" --delete "$DELETE" --json >"$OUT/probe.jsonl"
 
 # sync_pending: how many shard servers report a manifest sync asked for
 # and not yet done.
