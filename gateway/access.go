@@ -346,15 +346,31 @@ func (g *Gateway) allowedOn(ctx context.Context, c *fiber.Ctx, req *request, b *
 	// an object's ACL is in its manifest.
 	var m *metadata.Manifest
 	if object && (action == "s3:GetObject" || action == "s3:GetObjectVersion") && !aclsDisabled(b) {
-		// NB: for a version too, the ACL of the current version decides.
 		var err error
-		m, err = g.layer.readManifest(ctx, b.Name, key)
+		m, err = g.aclVersion(ctx, req, b, key, action)
 		if err != nil && !errors.Is(err, errNotFound) {
 			return false, err
 		}
 	}
 	d.acl = aclAllows(action, !req.anonymous, b, m)
 	return d.allowed(), nil
+}
+
+// aclVersion reads the manifest whose ACL decides a read of key: for
+// s3:GetObjectVersion the version the request names (each version has
+// its own ACL, as in S3), else the current version. A version ID that
+// does not parse grants nothing (the operation refuses it after).
+func (g *Gateway) aclVersion(ctx context.Context, req *request, b *metadata.Bucket, key, action string) (*metadata.Manifest, error) {
+	if action == "s3:GetObjectVersion" {
+		id, byID, err := versionIDParam(req, b.Versioning)
+		if err != nil {
+			return nil, errNotFound
+		}
+		if byID {
+			return g.readVersion(ctx, b.Name, key, id, true)
+		}
+	}
+	return g.layer.readManifest(ctx, b.Name, key)
 }
 
 // authorize lets the request through or refuses it with AccessDenied

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -91,6 +90,8 @@ func grantsOf(owner *CanonicalUser, acl string) []Grant {
 	return grants
 }
 
+// getACL reports a bucket's ACL, or that of the object version the
+// request names (its versionId, else the current version).
 func (g *Gateway) getACL(c *fiber.Ctx, req *request) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
@@ -100,12 +101,13 @@ func (g *Gateway) getACL(c *fiber.Ctx, req *request) error {
 	}
 	acl := b.ACL
 	if req.key != "" {
-		m, err := g.layer.readManifest(ctx, req.bucket, req.key)
-		if errors.Is(err, errNotFound) {
-			return apiErr("NoSuchKey", "The specified key does not exist.")
-		} else if err != nil {
+		// The ACL of the version the request names (its versionId, else
+		// the current version).
+		m, _, err := g.namedVersion(ctx, req, &b)
+		if err != nil {
 			return err
 		}
+		setVersionHeader(c, b.Versioning, m)
 		acl = m.ACL
 	}
 	if aclsDisabled(&b) {
@@ -144,8 +146,9 @@ func (in *aclInput) cannedOf() (string, error) {
 	return acl, nil
 }
 
-// putACL sets a bucket's or object's ACL from x-amz-acl or from an
-// AccessControlPolicy body.
+// putACL sets a bucket's ACL, or that of the object version the request
+// names (its versionId, else the current version), from x-amz-acl or from
+// an AccessControlPolicy body.
 func (g *Gateway) putACL(c *fiber.Ctx, req *request) error {
 	acl, err := requestACL(c)
 	if err != nil {
@@ -187,16 +190,14 @@ func (g *Gateway) putACL(c *fiber.Ctx, req *request) error {
 			return bucketErr(err)
 		}
 	} else {
-		_, err = g.layer.updateObject(ctx, req.bucket, req.key, func(m *metadata.Manifest) error {
+		m, err := g.updateNamed(ctx, req, &b, func(m *metadata.Manifest) error {
 			m.ACL = acl
 			return nil
 		})
-		if errors.Is(err, errNotFound) {
-			return apiErr("NoSuchKey", "The specified key does not exist.")
-		}
 		if err != nil {
 			return err
 		}
+		setVersionHeader(c, b.Versioning, m)
 	}
 	c.Status(fiber.StatusOK)
 	return nil

@@ -17,9 +17,8 @@ import (
 // Bucket lifecycle rules as S3 has them: Put/Get/DeleteBucketLifecycle-
 // Configuration store the rules in the bucket record; the lifecycle
 // service (lifecycle_service.go) applies them (in a versioned bucket an
-// expiration writes a delete marker). NoncurrentVersionExpiration and
-// ExpiredObjectDeleteMarker are stored and returned but not applied yet
-// (docs/VERSIONING.md). Transitions are
+// expiration writes a delete marker; NoncurrentVersionExpiration and
+// ExpiredObjectDeleteMarker remove versions for good). Transitions are
 // refused: regen does not re-encode objects into another storage class
 // in the background.
 
@@ -415,6 +414,37 @@ func objectExpires(rules []metadata.LifecycleRule, key string, size int64, tags 
 		}
 		if !r.ExpirationDate.IsZero() && !now.Before(r.ExpirationDate) {
 			return true
+		}
+	}
+	return false
+}
+
+// versionDue reports whether the rules remove version i of a key at now
+// (vs: the key's versions, newest first, as ListObjectVersions lists
+// them; tags: version i's). A noncurrent version (i > 0) goes under
+// NoncurrentVersionExpiration NoncurrentDays after it became noncurrent,
+// which is when the version above it was written (as in S3), once at
+// least NewerNoncurrentVersions noncurrent versions are newer than it;
+// noncurrent delete markers count and go like the other versions. The
+// current version goes here only when it is a delete marker with nothing
+// under it and a rule says ExpiredObjectDeleteMarker (an expiring
+// current object is objectExpires: a delete marker, not a removal).
+func versionDue(rules []metadata.LifecycleRule, vs []metadata.ListEntry, i int, tags map[string]string, now time.Time, day time.Duration) bool {
+	v := &vs[i]
+	for j := range rules {
+		r := &rules[j]
+		if !ruleMatches(r, v.Key, v.Size, tags) {
+			continue
+		}
+		switch {
+		case i == 0:
+			if r.ExpiredObjectDeleteMarker && v.Deleted && len(vs) == 1 {
+				return true
+			}
+		case r.NoncurrentDays > 0 && i-1 >= r.NewerNoncurrentVersions:
+			if !now.Before(lifecycleDue(vs[i-1].Modified, r.NoncurrentDays, day)) {
+				return true
+			}
 		}
 	}
 	return false

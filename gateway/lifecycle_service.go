@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,15 +16,19 @@ import (
 
 // The lifecycle service applies buckets' lifecycle rules: every
 // LifecycleInterval it walks the buckets that have rules, lists their
-// keys page by page and writes a tombstone over each expired object (the
-// DELETE path: a quorum write, fenced like any other), and aborts the
-// multipart uploads older than a rule's DaysAfterInitiation. Deletes and
-// aborts together are paced to LifecycleRate per second. A pass starts
-// each bucket from its first key again (a pass interrupted by a restart
-// is simply redone: every action is idempotent). Every gateway runs the
+// keys page by page (with every version in a versioned bucket) and
+// writes a tombstone over each expired object (the DELETE path: a quorum
+// write, fenced like any other), removes the noncurrent versions and the
+// lone delete markers the rules say are due (the DELETE ?versionId path,
+// under the key's lease, never a locked version), and aborts the
+// multipart uploads older than a rule's DaysAfterInitiation. All of these
+// together are paced to LifecycleRate per second. A pass starts each
+// bucket from its first key again (a pass interrupted by a restart is
+// simply redone: every action is idempotent). Every gateway runs the
 // service and there is no leader election: gateways that act on the same
 // key at once both write a tombstone for an object that is already
-// expired, which is harmless, and an upload aborted twice is aborted.
+// expired, which is harmless, a version removed twice is removed, and an
+// upload aborted twice is aborted.
 
 // lifecyclePage is how many keys or uploads one listing call returns.
 const lifecyclePage = 1000
@@ -33,8 +38,13 @@ const lifecyclePage = 1000
 type LifecycleStatus struct {
 	Passes  int64 `json:"passes"`
 	Expired int64 `json:"expired"`
-	Aborted int64 `json:"aborted"`
-	Errors  int64 `json:"errors"`
+	// Noncurrent counts the noncurrent versions removed
+	// (NoncurrentVersionExpiration), Markers the delete markers removed
+	// (ExpiredObjectDeleteMarker).
+	Noncurrent int64 `json:"noncurrent_expired"`
+	Markers    int64 `json:"delete_markers_removed"`
+	Aborted    int64 `json:"aborted"`
+	Errors     int64 `json:"errors"`
 	// Waiting counts the passes skipped because fewer shard servers were
 	// live than /readyz asks for (the cluster starting, or down): not
 	// errors, nothing could be done.
@@ -44,12 +54,16 @@ type LifecycleStatus struct {
 
 // LifecycleService applies lifecycle rules in the background (see above).
 type LifecycleService struct {
-	g       *Gateway
-	limit   *rate.Limiter
-	expired prometheus.Counter
-	aborted prometheus.Counter
-	passes  prometheus.Counter
-	errs    prometheus.Counter
+	g     *Gateway
+	limit *rate.Limiter
+	// now is the clock the rules are judged by (time.Now; tests set it).
+	now        func() time.Time
+	expired    prometheus.Counter
+	noncurrent prometheus.Counter
+	markers    prometheus.Counter
+	aborted    prometheus.Counter
+	passes     prometheus.Counter
+	errs       prometheus.Counter
 
 	mu     sync.Mutex
 	status LifecycleStatus
@@ -59,15 +73,18 @@ type LifecycleService struct {
 
 func newLifecycleService(g *Gateway, reg prometheus.Registerer) *LifecycleService {
 	s := &LifecycleService{
-		g:       g,
-		limit:   rate.NewLimiter(rate.Limit(g.cfg.LifecycleRate), 1),
-		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_objects_expired_total", Help: "Objects deleted by lifecycle expiration rules."}),
-		aborted: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_uploads_aborted_total", Help: "Incomplete multipart uploads aborted by lifecycle rules."}),
-		passes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_passes_total", Help: "Completed passes of the lifecycle service over the buckets with rules."}),
-		errs:    prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_errors_total", Help: "Lifecycle listings, deletes and aborts that failed (retried next pass)."}),
+		g:          g,
+		limit:      rate.NewLimiter(rate.Limit(g.cfg.LifecycleRate), 1),
+		now:        time.Now,
+		expired:    prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_objects_expired_total", Help: "Objects deleted by lifecycle expiration rules."}),
+		noncurrent: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_noncurrent_versions_expired_total", Help: "Noncurrent versions removed by lifecycle NoncurrentVersionExpiration rules."}),
+		markers:    prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_delete_markers_removed_total", Help: "Delete markers with no version under them removed by lifecycle ExpiredObjectDeleteMarker rules."}),
+		aborted:    prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_uploads_aborted_total", Help: "Incomplete multipart uploads aborted by lifecycle rules."}),
+		passes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_passes_total", Help: "Completed passes of the lifecycle service over the buckets with rules."}),
+		errs:       prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_lifecycle_errors_total", Help: "Lifecycle listings, deletes, removals and aborts that failed (retried next pass)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(s.expired, s.aborted, s.passes, s.errs)
+		reg.MustRegister(s.expired, s.noncurrent, s.markers, s.aborted, s.passes, s.errs)
 	}
 	return s
 }
@@ -121,16 +138,39 @@ func (s *LifecycleService) run(ctx context.Context, done chan struct{}) {
 	}
 }
 
+// lifecycleOutcome is what one lifecycle action did.
+type lifecycleOutcome int
+
+const (
+	outExpired lifecycleOutcome = iota
+	outNoncurrent
+	outMarker
+	outAborted
+	outError
+)
+
 // count records one outcome in the status and the metrics.
-func (s *LifecycleService) count(expired, aborted, errs int64) {
+func (s *LifecycleService) count(o lifecycleOutcome) {
 	s.mu.Lock()
-	s.status.Expired += expired
-	s.status.Aborted += aborted
-	s.status.Errors += errs
-	s.mu.Unlock()
-	s.expired.Add(float64(expired))
-	s.aborted.Add(float64(aborted))
-	s.errs.Add(float64(errs))
+	defer s.mu.Unlock()
+	st := &s.status
+	switch o {
+	case outExpired:
+		st.Expired++
+		s.expired.Inc()
+	case outNoncurrent:
+		st.Noncurrent++
+		s.noncurrent.Inc()
+	case outMarker:
+		st.Markers++
+		s.markers.Inc()
+	case outAborted:
+		st.Aborted++
+		s.aborted.Inc()
+	case outError:
+		st.Errors++
+		s.errs.Inc()
+	}
 }
 
 // pass applies the rules of every bucket once. While the cluster is not
@@ -151,7 +191,7 @@ func (s *LifecycleService) pass(ctx context.Context) {
 	cancel()
 	if err != nil {
 		s.g.log.Warn("lifecycle: buckets not listed", "err", err)
-		s.count(0, 0, 1)
+		s.count(outError)
 		return
 	}
 	for i := range buckets {
@@ -167,7 +207,7 @@ func (s *LifecycleService) pass(ctx context.Context) {
 	}
 	s.mu.Lock()
 	s.status.Passes++
-	s.status.LastRun = time.Now()
+	s.status.LastRun = s.now()
 	s.mu.Unlock()
 	s.passes.Inc()
 }
@@ -183,37 +223,43 @@ func withoutTags(rules []metadata.LifecycleRule) []metadata.LifecycleRule {
 	return out
 }
 
-// expireObjects deletes the expired objects of bucket b.
+// expireObjects applies the expiration rules of bucket b: it deletes
+// its expired objects and, when b is or was versioned, removes the
+// noncurrent versions and lone delete markers that are due.
 func (s *LifecycleService) expireObjects(ctx context.Context, b *metadata.Bucket) {
 	loose := withoutTags(b.Lifecycle)
-	active := false
+	versioned := b.Versioning != ""
+	current, older := false, false
 	for _, r := range b.Lifecycle {
-		active = active || (r.Enabled && (r.ExpirationDays > 0 || !r.ExpirationDate.IsZero()))
+		current = current || (r.Enabled && (r.ExpirationDays > 0 || !r.ExpirationDate.IsZero()))
+		older = older || (r.Enabled && versioned && (r.NoncurrentDays > 0 || r.ExpiredObjectDeleteMarker))
 	}
 	day := s.g.cfg.LifecycleDay
-	for after := ""; active && ctx.Err() == nil; {
+	for after := ""; (current || older) && ctx.Err() == nil; {
 		lctx, cancel := s.g.opContext()
-		res, err := s.g.layer.list(lctx, listParams{Bucket: b.Name, After: after, Max: lifecyclePage})
+		res, err := s.g.layer.list(lctx, listParams{Bucket: b.Name, After: after, Max: lifecyclePage, Versions: older})
 		cancel()
 		if err != nil {
 			s.g.log.Warn("lifecycle: keys not listed", "bucket", b.Name, "after", after, "err", err)
-			s.count(0, 0, 1)
+			s.count(outError)
 			return
 		}
 		for _, e := range res.Objects {
-			if e.Deleted || !objectExpires(loose, e.Key, e.Size, nil, e.Modified, time.Now(), day) {
-				continue
+			if current && !e.Deleted && objectExpires(loose, e.Key, e.Size, nil, e.Modified, s.now(), day) {
+				if s.limit.Wait(ctx) != nil {
+					return
+				}
+				deleted, err := s.expire(b, e)
+				switch {
+				case err != nil:
+					s.g.log.Warn("lifecycle: expired object not deleted", "bucket", b.Name, "key", e.Key, "err", err)
+					s.count(outError)
+				case deleted:
+					s.count(outExpired)
+				}
 			}
-			if s.limit.Wait(ctx) != nil {
+			if older && !s.removeVersions(ctx, b, e, loose) {
 				return
-			}
-			deleted, err := s.expire(b, e)
-			switch {
-			case err != nil:
-				s.g.log.Warn("lifecycle: expired object not deleted", "bucket", b.Name, "key", e.Key, "err", err)
-				s.count(0, 0, 1)
-			case deleted:
-				s.count(1, 0, 0)
 			}
 		}
 		if !res.Truncated || res.Last == "" {
@@ -221,6 +267,71 @@ func (s *LifecycleService) expireObjects(ctx context.Context, b *metadata.Bucket
 		}
 		after = res.Last
 	}
+}
+
+// removeVersions removes the versions of e's key (a ListObjectVersions
+// entry: e and its Previous, newest first) that the rules say are due,
+// judged without tags here and with them by removeVersion. It returns
+// false when ctx ended.
+func (s *LifecycleService) removeVersions(ctx context.Context, b *metadata.Bucket, e metadata.ListEntry, loose []metadata.LifecycleRule) bool {
+	vs := append([]metadata.ListEntry{e}, e.Previous...)
+	for i := range vs {
+		if !versionDue(loose, vs, i, nil, s.now(), s.g.cfg.LifecycleDay) {
+			continue
+		}
+		if s.limit.Wait(ctx) != nil {
+			return false
+		}
+		removed, err := s.removeVersion(b, vs[i])
+		switch {
+		case err != nil:
+			s.g.log.Warn("lifecycle: version not removed", "bucket", b.Name, "key", e.Key, "version", vs[i].VersionID, "err", err)
+			s.count(outError)
+		case removed && i == 0:
+			s.count(outMarker)
+		case removed:
+			s.count(outNoncurrent)
+		}
+	}
+	return true
+}
+
+// errNotDue is a lifecycle removal's guard refusing: the version is no
+// longer due (the key changed since it was listed, its tags do not
+// match) or it is locked.
+var errNotDue = errors.New("lifecycle: version not due")
+
+// removeVersion removes version v of its key as DELETE ?versionId does
+// (deleteVersionGuarded), if it is still due. The guard judges the
+// version read under the key's lease against the key's versions listed
+// again under it (the lease fences every write and removal of the key,
+// so that listing is what the removal acts on), with the version's tags,
+// and refuses a version under retention or legal hold as DELETE
+// ?versionId without bypass does (removable): lifecycle never removes a
+// locked version.
+func (s *LifecycleService) removeVersion(b *metadata.Bucket, v metadata.ListEntry) (bool, error) {
+	ctx, cancel := s.g.opContext()
+	defer cancel()
+	guard := func(m *metadata.Manifest) error {
+		now := s.now()
+		if removable(m.Lock, now, false) != nil {
+			return errNotDue
+		}
+		vs, err := s.g.layer.keyVersions(ctx, b.Name, m.Key)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(vs, func(x metadata.ListEntry) bool { return x.VersionID == m.VersionID })
+		if i < 0 || !versionDue(b.Lifecycle, vs, i, m.Tags, now, s.g.cfg.LifecycleDay) {
+			return errNotDue
+		}
+		return nil
+	}
+	m, err := s.g.layer.deleteVersionGuarded(ctx, b.Name, v.Key, v.VersionID, guard)
+	if errors.Is(err, errNotDue) {
+		return false, nil
+	}
+	return m != nil && err == nil, err
 }
 
 // expire deletes the current version of e's key if it is still the one
@@ -238,7 +349,7 @@ func (s *LifecycleService) expire(b *metadata.Bucket, e metadata.ListEntry) (boo
 		if err != nil {
 			return err
 		}
-		if m.Version != e.Version || !objectExpires(b.Lifecycle, m.Key, m.Size, m.Tags, m.Modified, time.Now(), s.g.cfg.LifecycleDay) {
+		if m.Version != e.Version || !objectExpires(b.Lifecycle, m.Key, m.Size, m.Tags, m.Modified, s.now(), s.g.cfg.LifecycleDay) {
 			return nil
 		}
 		tomb := s.g.layer.tombstone(m)
@@ -268,11 +379,11 @@ func (s *LifecycleService) abortUploads(ctx context.Context, b *metadata.Bucket)
 		cancel()
 		if err != nil {
 			s.g.log.Warn("lifecycle: uploads not listed", "bucket", b.Name, "err", err)
-			s.count(0, 0, 1)
+			s.count(outError)
 			return
 		}
 		for _, u := range us {
-			if !uploadExpires(b.Lifecycle, u.Key, u.Initiated, time.Now(), s.g.cfg.LifecycleDay) {
+			if !uploadExpires(b.Lifecycle, u.Key, u.Initiated, s.now(), s.g.cfg.LifecycleDay) {
 				continue
 			}
 			if s.limit.Wait(ctx) != nil {
@@ -282,9 +393,9 @@ func (s *LifecycleService) abortUploads(ctx context.Context, b *metadata.Bucket)
 			case errors.Is(err, errNoUpload): // finished or aborted since listed
 			case err != nil:
 				s.g.log.Warn("lifecycle: upload not aborted", "bucket", b.Name, "key", u.Key, "upload", u.ID, "err", err)
-				s.count(0, 0, 1)
+				s.count(outError)
 			default:
-				s.count(0, 1, 0)
+				s.count(outAborted)
 			}
 		}
 		if !truncated || len(us) == 0 {

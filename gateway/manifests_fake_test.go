@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,6 +198,41 @@ func (f *fakeManifests) DeleteVersion(_ context.Context, addr, bucket, key, id, 
 	before := len(f.held[addr][k])
 	f.held[addr][k] = slices.DeleteFunc(f.held[addr][k], func(m *metadata.Manifest) bool { return m.VersionID == id })
 	return before - len(f.held[addr][k]), nil
+}
+
+// List answers a listing from what addr holds (no delimiter): each key
+// with its newest manifest and the others as Previous, as the store lists.
+func (f *fakeManifests) List(_ context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.down[addr] {
+		return nil, false, fmt.Errorf("%s down", addr)
+	}
+	entry := func(m *metadata.Manifest) metadata.ListEntry {
+		return metadata.ListEntry{Key: m.Key, Version: m.Version, Deleted: m.Deleted, Size: m.Size, ETag: m.ETag,
+			Modified: m.Modified, Code: m.Code, VersionID: m.VersionID}
+	}
+	var keys []string
+	for k, vs := range f.held[addr] {
+		if len(vs) > 0 && vs[0].Bucket == q.Bucket && strings.HasPrefix(vs[0].Key, q.Prefix) && vs[0].Key > q.After {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []metadata.ListEntry
+	for _, k := range keys {
+		if q.Limit > 0 && len(out) == q.Limit {
+			return out, true, nil
+		}
+		vs := f.held[addr][k]
+		e := entry(vs[0])
+		for _, p := range vs[1:] {
+			e.Previous = append(e.Previous, entry(p))
+		}
+		out = append(out, e)
+	}
+	return out, false, nil
 }
 
 // fakeCluster is a gateway over n fake shard servers s0..s(n-1) at

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/xml"
-	"errors"
 	"strings"
 	"time"
 
@@ -341,41 +340,40 @@ func lockRuleOf(in *objectLockInput) (*metadata.LockRule, error) {
 	return r, nil
 }
 
-// lockedVersion reads the version a ?retention or ?legal-hold request
-// names (its versionId, else the current version) in bucket b.
-func (g *Gateway) lockedVersion(ctx context.Context, req *request, b *metadata.Bucket) (*metadata.Manifest, error) {
-	id, byID, err := versionIDParam(req, b.Versioning)
+// objectLockSub answers GET and PUT of a version's ?retention or
+// ?legal-hold (its versionId, else the current version) in a bucket with
+// object lock: show renders the version's lock for GET (nil: none);
+// change reads a PUT's body and returns what to do to the lock, which is
+// then stored in a newer manifest of that version (updateNamed, under
+// the key's lease).
+func (g *Gateway) objectLockSub(c *fiber.Ctx, req *request,
+	show func(*metadata.Lock) (any, error),
+	change func(context.Context, *metadata.Bucket) (func(*metadata.Lock) error, error)) error {
+	ctx, cancel := g.opContext()
+	defer cancel()
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
 	if err != nil {
-		return nil, err
+		return bucketErr(err)
 	}
-	var m *metadata.Manifest
-	if byID {
-		m, err = g.readVersion(ctx, req.bucket, req.key, id, true)
-	} else {
-		m, err = g.layer.readHead(ctx, req.bucket, req.key)
+	if !b.ObjectLock {
+		return errNoBucketLock()
 	}
-	var dm *deleteMarkerError
-	switch {
-	case byID && errors.As(err, &dm):
-		return nil, apiErr("MethodNotAllowed", "The specified method is not allowed against a delete marker.")
-	case byID && errors.Is(err, errNotFound):
-		return nil, apiErr("NoSuchVersion", "The specified version does not exist.")
-	case errors.Is(err, errNotFound):
-		return nil, apiErr("NoSuchKey", "The specified key does not exist.")
+	if req.method == fiber.MethodGet {
+		m, _, err := g.namedVersion(ctx, req, &b)
+		if err != nil {
+			return err
+		}
+		out, err := show(m.Lock)
+		if err != nil {
+			return err
+		}
+		return sendXML(c, fiber.StatusOK, out)
 	}
-	return m, err
-}
-
-// updateLock applies fn to the lock of the version a ?retention or
-// ?legal-hold PUT names (its versionId, else the current version) and
-// stores it in a newer manifest of that version (layer.updateVersion,
-// under the key's lease), current or not.
-func (g *Gateway) updateLock(ctx context.Context, req *request, b *metadata.Bucket, fn func(*metadata.Lock) error) error {
-	want, err := g.lockedVersion(ctx, req, b)
+	fn, err := change(ctx, &b)
 	if err != nil {
 		return err
 	}
-	_, err = g.layer.updateVersion(ctx, req.bucket, req.key, want.VersionID, func(m *metadata.Manifest) error {
+	_, err = g.updateNamed(ctx, req, &b, func(m *metadata.Manifest) error {
 		l := metadata.Lock{}
 		if m.Lock != nil {
 			l = *m.Lock
@@ -386,103 +384,67 @@ func (g *Gateway) updateLock(ctx context.Context, req *request, b *metadata.Buck
 		m.Lock = normalLock(l)
 		return nil
 	})
-	var dm *deleteMarkerError
-	switch {
-	case errors.As(err, &dm):
-		return apiErr("MethodNotAllowed", "The specified method is not allowed against a delete marker.")
-	case errors.Is(err, errNotFound):
-		return apiErr("NoSuchVersion", "The specified version does not exist.")
+	if err != nil {
+		return err
 	}
-	return err
+	c.Status(fiber.StatusOK)
+	return nil
 }
 
 // objectRetention answers Get/PutObjectRetention.
 func (g *Gateway) objectRetention(c *fiber.Ctx, req *request) error {
-	ctx, cancel := g.opContext()
-	defer cancel()
-	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
-	if err != nil {
-		return bucketErr(err)
+	show := func(l *metadata.Lock) (any, error) {
+		if l == nil || l.Mode == "" {
+			return nil, apiErr("NoSuchObjectLockConfiguration", "")
+		}
+		return Retention{Mode: l.Mode, RetainUntilDate: l.RetainUntil.UTC().Format(lockTimeFormat)}, nil
 	}
-	if !b.ObjectLock {
-		return errNoBucketLock()
-	}
-	if req.method == fiber.MethodGet {
-		m, err := g.lockedVersion(ctx, req, &b)
+	change := func(ctx context.Context, b *metadata.Bucket) (func(*metadata.Lock) error, error) {
+		var in retentionInput
+		if err := g.decodeXMLBody(c, req, &in); err != nil {
+			return nil, err
+		}
+		var until time.Time
+		var err error
+		switch {
+		case in.Mode == "" && in.RetainUntilDate == "":
+			// An empty Retention removes it (a GOVERNANCE one with bypass).
+		case in.Mode == "" || in.RetainUntilDate == "":
+			return nil, apiErr("MalformedXML", "Retention needs both Mode and RetainUntilDate")
+		case !validLockMode(in.Mode):
+			return nil, apiErr("MalformedXML", "Retention Mode must be GOVERNANCE or COMPLIANCE")
+		default:
+			if until, err = parseLockTime(in.RetainUntilDate); err != nil {
+				return nil, err
+			}
+		}
+		bypass, err := g.bypassAllowed(ctx, c, req, b, req.key)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if m.Lock == nil || m.Lock.Mode == "" {
-			return apiErr("NoSuchObjectLockConfiguration", "")
-		}
-		return sendXML(c, fiber.StatusOK, Retention{Mode: m.Lock.Mode, RetainUntilDate: m.Lock.RetainUntil.UTC().Format(lockTimeFormat)})
+		now := time.Now()
+		return func(l *metadata.Lock) error { return changeRetention(l, in.Mode, until, now, bypass) }, nil
 	}
-	var in retentionInput
-	if err := g.decodeXMLBody(c, req, &in); err != nil {
-		return err
-	}
-	var until time.Time
-	switch {
-	case in.Mode == "" && in.RetainUntilDate == "":
-		// An empty Retention removes it (a GOVERNANCE one with bypass).
-	case in.Mode == "" || in.RetainUntilDate == "":
-		return apiErr("MalformedXML", "Retention needs both Mode and RetainUntilDate")
-	case !validLockMode(in.Mode):
-		return apiErr("MalformedXML", "Retention Mode must be GOVERNANCE or COMPLIANCE")
-	default:
-		if until, err = parseLockTime(in.RetainUntilDate); err != nil {
-			return err
-		}
-	}
-	bypass, err := g.bypassAllowed(ctx, c, req, &b, req.key)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	if err := g.updateLock(ctx, req, &b, func(l *metadata.Lock) error {
-		return changeRetention(l, in.Mode, until, now, bypass)
-	}); err != nil {
-		return err
-	}
-	c.Status(fiber.StatusOK)
-	return nil
+	return g.objectLockSub(c, req, show, change)
 }
 
 // objectLegalHold answers Get/PutObjectLegalHold.
 func (g *Gateway) objectLegalHold(c *fiber.Ctx, req *request) error {
-	ctx, cancel := g.opContext()
-	defer cancel()
-	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
-	if err != nil {
-		return bucketErr(err)
-	}
-	if !b.ObjectLock {
-		return errNoBucketLock()
-	}
-	if req.method == fiber.MethodGet {
-		m, err := g.lockedVersion(ctx, req, &b)
-		if err != nil {
-			return err
+	show := func(l *metadata.Lock) (any, error) {
+		if l != nil && l.LegalHold {
+			return ObjectLegalHold{Status: "ON"}, nil
 		}
-		status := "OFF"
-		if m.Lock != nil && m.Lock.LegalHold {
-			status = "ON"
+		return ObjectLegalHold{Status: "OFF"}, nil
+	}
+	change := func(context.Context, *metadata.Bucket) (func(*metadata.Lock) error, error) {
+		var in legalHoldInput
+		if err := g.decodeXMLBody(c, req, &in); err != nil {
+			return nil, err
 		}
-		return sendXML(c, fiber.StatusOK, ObjectLegalHold{Status: status})
+		if in.Status != "ON" && in.Status != "OFF" {
+			return nil, apiErr("MalformedXML", "LegalHold Status must be ON or OFF")
+		}
+		return func(l *metadata.Lock) error { l.LegalHold = in.Status == "ON"; return nil }, nil
 	}
-	var in legalHoldInput
-	if err := g.decodeXMLBody(c, req, &in); err != nil {
-		return err
-	}
-	if in.Status != "ON" && in.Status != "OFF" {
-		return apiErr("MalformedXML", "LegalHold Status must be ON or OFF")
-	}
-	if err := g.updateLock(ctx, req, &b, func(l *metadata.Lock) error {
-		l.LegalHold = in.Status == "ON"
-		return nil
-	}); err != nil {
-		return err
-	}
-	c.Status(fiber.StatusOK)
-	return nil
+	return g.objectLockSub(c, req, show, change)
 }

@@ -434,9 +434,6 @@ func (g *Gateway) routeObject(c *fiber.Ctx, req *request, op *string) error {
 		if err := onlyParams(req.query, "tagging", "versionId"); err != nil {
 			return err
 		}
-		if v, ok := req.query["versionId"]; ok && (len(v) != 1 || v[0] != "null") {
-			return apiErr("NotImplemented", "regen keeps no object versions; only versionId=null (the current version) is accepted")
-		}
 		return g.objectTagging(c, req)
 	}
 	for _, s := range []struct{ param, get, put string }{

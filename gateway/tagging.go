@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -143,56 +142,52 @@ func setTaggingCount(c *fiber.Ctx, m *metadata.Manifest) {
 	}
 }
 
-// objectTagging answers Get/Put/DeleteObjectTagging. Put and Delete
-// replace the current version's tags and leave its data as it is
-// (layer.updateObject).
+// objectTagging answers Get/Put/DeleteObjectTagging of the version the
+// request names (its versionId, else the current version). Put and
+// Delete replace that version's tags and leave its data as it is
+// (layer.updateVersion).
 func (g *Gateway) objectTagging(c *fiber.Ctx, req *request) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
-	if _, err := g.layer.bucket(ctx, g.buckets, req.bucket); err != nil {
+	b, err := g.layer.bucket(ctx, g.buckets, req.bucket)
+	if err != nil {
 		return bucketErr(err)
 	}
-	noKey := func(err error) error {
-		if errors.Is(err, errNotFound) {
-			return apiErr("NoSuchKey", "The specified key does not exist.")
-		}
-		return err
-	}
+	var tags map[string]string
 	switch req.method {
 	case fiber.MethodGet:
-		m, err := g.layer.readManifest(ctx, req.bucket, req.key)
+		m, _, err := g.namedVersion(ctx, req, &b)
 		if err != nil {
-			return noKey(err)
+			return err
 		}
+		setVersionHeader(c, b.Versioning, m)
 		return sendXML(c, fiber.StatusOK, taggingOf(m.Tags))
 	case fiber.MethodPut:
 		var in taggingInput
 		if err := g.decodeXMLBody(c, req, &in); err != nil {
 			return err
 		}
-		tags, err := tagsFromXML(&in, maxObjectTags, "Object")
-		if err != nil {
+		if tags, err = tagsFromXML(&in, maxObjectTags, "Object"); err != nil {
 			return err
 		}
-		if _, err := g.layer.updateObject(ctx, req.bucket, req.key, func(m *metadata.Manifest) error {
-			m.Tags = tags
-			return nil
-		}); err != nil {
-			return noKey(err)
-		}
-		c.Status(fiber.StatusOK)
-		return nil
 	case fiber.MethodDelete:
-		if _, err := g.layer.updateObject(ctx, req.bucket, req.key, func(m *metadata.Manifest) error {
-			m.Tags = nil
-			return nil
-		}); err != nil {
-			return noKey(err)
-		}
-		c.Status(fiber.StatusNoContent)
-		return nil
+	default:
+		return apiErr("MethodNotAllowed", "")
 	}
-	return apiErr("MethodNotAllowed", "")
+	m, err := g.updateNamed(ctx, req, &b, func(m *metadata.Manifest) error {
+		m.Tags = tags
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	setVersionHeader(c, b.Versioning, m)
+	if req.method == fiber.MethodDelete {
+		c.Status(fiber.StatusNoContent)
+	} else {
+		c.Status(fiber.StatusOK)
+	}
+	return nil
 }
 
 // bucketTagging answers Get/Put/DeleteBucketTagging.

@@ -222,3 +222,52 @@ func (g *Gateway) emptyPlacement(ctx context.Context, bucket, key string) (*meta
 	p := g.placeNew(placementKey(bucket, key), code.TotalShards())
 	return &metadata.Manifest{Bucket: bucket, Key: key, Code: name, Placement: p}, nil
 }
+
+// namedVersion reads the version a sub-resource request (?tagging, ?acl,
+// ?retention, ?legal-hold) names in bucket b: its versionId, else the
+// current version; head leaves out inline data. Errors are S3's: 404
+// NoSuchKey (no current version), NoSuchVersion (no such ID), 405 for a
+// delete marker named by ID.
+func (g *Gateway) namedVersion(ctx context.Context, req *request, b *metadata.Bucket) (*metadata.Manifest, bool, error) {
+	id, byID, err := versionIDParam(req, b.Versioning)
+	if err != nil {
+		return nil, false, err
+	}
+	var m *metadata.Manifest
+	if byID {
+		m, err = g.readVersion(ctx, req.bucket, req.key, id, true)
+	} else {
+		m, err = g.layer.readHead(ctx, req.bucket, req.key)
+	}
+	return m, byID, versionErr(err, byID)
+}
+
+// updateNamed applies fn to the version a sub-resource PUT or DELETE
+// names (namedVersion) and stores it as a newer manifest of that version
+// (layer.updateVersion: under the key's lease, current or not).
+func (g *Gateway) updateNamed(ctx context.Context, req *request, b *metadata.Bucket, fn func(*metadata.Manifest) error) (*metadata.Manifest, error) {
+	want, byID, err := g.namedVersion(ctx, req, b)
+	if err != nil {
+		return nil, err
+	}
+	m, err := g.layer.updateVersion(ctx, req.bucket, req.key, want.VersionID, fn)
+	return m, versionErr(err, byID)
+}
+
+// versionErr turns a lookup's answer for a version (by ID or the
+// current one) into the S3 error: NoSuchVersion or NoSuchKey for an
+// absent one, 405 MethodNotAllowed for a delete marker named by ID.
+func versionErr(err error, byID bool) error {
+	var dm *deleteMarkerError
+	switch {
+	case err == nil:
+		return nil
+	case byID && errors.As(err, &dm):
+		return apiErr("MethodNotAllowed", "The specified method is not allowed against a delete marker.")
+	case byID && errors.Is(err, errNotFound):
+		return apiErr("NoSuchVersion", "The specified version does not exist.")
+	case errors.Is(err, errNotFound):
+		return apiErr("NoSuchKey", "The specified key does not exist.")
+	}
+	return err
+}

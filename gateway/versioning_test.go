@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -267,5 +268,112 @@ func TestVersionsXML(t *testing.T) {
 	}
 	if strings.Count(out, "<ETag>") != 1 || strings.Contains(out, `xmlns=""`) {
 		t.Fatalf("%s: a marker with an ETag, or xmlns=\"\"", out)
+	}
+}
+
+// subRequest is a sub-resource request (?tagging, ?acl) on bucket/key,
+// naming version id ("": none).
+func subRequest(bucket, key, sub, id string) *request {
+	q := url.Values{sub: {""}}
+	if id != "" {
+		q.Set("versionId", id)
+	}
+	return &request{bucket: bucket, key: key, query: q}
+}
+
+// TestTagsOfAnyVersion: ?tagging and ?acl act on the version the request
+// names, current or not, through one locked update (updateNamed over
+// layer.updateVersion), and leave the other versions and the data as
+// they are; an unknown ID is NoSuchVersion, a delete marker by ID 405, a
+// key whose current version is a marker NoSuchKey; in a bucket never
+// versioned only the null version (the current one) is named.
+func TestTagsOfAnyVersion(t *testing.T) {
+	ctx := context.Background()
+	g, f, _ := fakeCluster(t, 12)
+	b := metadata.Bucket{Name: "b", Versioning: metadata.VersioningEnabled}
+	v1 := putVersionFake(g, f, "b", "k", "one", false)
+	v2 := putVersionFake(g, f, "b", "k", "two", false)
+	tag := func(v string) func(*metadata.Manifest) error {
+		return func(m *metadata.Manifest) error { m.Tags = map[string]string{"v": v}; return nil }
+	}
+	if _, err := g.updateNamed(ctx, subRequest("b", "k", "tagging", v1.VersionID), &b, tag("one")); err != nil {
+		t.Fatalf("tags of noncurrent v1: %v", err)
+	}
+	if _, err := g.updateNamed(ctx, subRequest("b", "k", "tagging", ""), &b, tag("two")); err != nil {
+		t.Fatalf("tags of the current version: %v", err)
+	}
+	if _, err := g.updateNamed(ctx, subRequest("b", "k", "acl", v1.VersionID), &b, func(m *metadata.Manifest) error {
+		m.ACL = "public-read"
+		return nil
+	}); err != nil {
+		t.Fatalf("ACL of noncurrent v1: %v", err)
+	}
+	for id, want := range map[string]string{v1.VersionID: "one", v2.VersionID: "two", "": "two"} {
+		m, _, err := g.namedVersion(ctx, subRequest("b", "k", "tagging", id), &b)
+		if err != nil || m.Tags["v"] != want || (m.ACL == "public-read") != (want == "one") {
+			t.Errorf("version %q: %+v, %v; want tag %s", id, m, err, want)
+		}
+	}
+	if m, err := g.readVersion(ctx, "b", "k", v1.VersionID, false); err != nil || string(m.Inline) != "one" {
+		t.Fatalf("v1's data after its updates: %+v, %v", m, err)
+	}
+	if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || m.VersionID != v2.VersionID || string(m.Inline) != "two" {
+		t.Fatalf("current version after the updates: %+v, %v; want v2", m, err)
+	}
+
+	marker := putVersionFake(g, f, "b", "k", "", true)
+	never := metadata.Version{TS: 7, Writer: "gw"}.String()
+	for _, c := range []struct{ id, code string }{
+		{marker.VersionID, "MethodNotAllowed"}, {never, "NoSuchVersion"}, {"", "NoSuchKey"}, {"bogus", "InvalidArgument"},
+	} {
+		if _, _, err := g.namedVersion(ctx, subRequest("b", "k", "tagging", c.id), &b); codeOf(err) != c.code {
+			t.Errorf("GET ?tagging of %q: %v, want %s", c.id, err, c.code)
+		}
+		if _, err := g.updateNamed(ctx, subRequest("b", "k", "tagging", c.id), &b, tag("x")); codeOf(err) != c.code {
+			t.Errorf("PUT ?tagging of %q: %v, want %s", c.id, err, c.code)
+		}
+	}
+
+	plain := metadata.Bucket{Name: "b"}
+	putFake(g, f, "b", "p")
+	if _, err := g.updateNamed(ctx, subRequest("b", "p", "tagging", "null"), &plain, tag("null")); err != nil {
+		t.Fatalf("tags of versionId=null in a bucket never versioned: %v", err)
+	}
+	if m, err := g.layer.readManifest(ctx, "b", "p"); err != nil || m.Tags["v"] != "null" {
+		t.Fatalf("after tagging versionId=null: %+v, %v", m, err)
+	}
+	if _, err := g.updateNamed(ctx, subRequest("b", "p", "tagging", v1.VersionID), &plain, tag("x")); codeOf(err) != "InvalidArgument" {
+		t.Fatalf("a version ID in a bucket never versioned: %v, want InvalidArgument", err)
+	}
+}
+
+// TestACLOfVersionDecidesItsRead: an anonymous GET of a version by ID is
+// allowed by that version's canned ACL, not the current version's.
+func TestACLOfVersionDecidesItsRead(t *testing.T) {
+	ctx := context.Background()
+	g, f, _ := fakeCluster(t, 12)
+	b := metadata.Bucket{Name: "b", Versioning: metadata.VersioningEnabled}
+	v1 := putVersionFake(g, f, "b", "k", "one", false)
+	f.mu.Lock()
+	v1.ACL = "public-read" // every fake server holds this manifest
+	f.mu.Unlock()
+	v2 := putVersionFake(g, f, "b", "k", "two", false)
+	for _, c := range []struct {
+		action, id string
+		want       bool
+	}{
+		{"s3:GetObjectVersion", v1.VersionID, true},
+		{"s3:GetObjectVersion", v2.VersionID, false},
+		{"s3:GetObject", "", false},
+	} {
+		req := subRequest("b", "k", "versionId", c.id)
+		req.anonymous = true
+		if c.id == "" {
+			req.query = url.Values{}
+		}
+		ok, err := g.allowedOn(ctx, nil, req, &b, c.action, "k", true, needRead)
+		if err != nil || ok != c.want {
+			t.Errorf("anonymous %s of %q: %v, %v; want %v", c.action, c.id, ok, err, c.want)
+		}
 	}
 }

@@ -223,3 +223,15 @@ func (l *layer) visibleVersions(same []metadata.ListEntry, silent int) (metadata
 	first.Previous = out[1:]
 	return first, true
 }
+
+// keyVersions lists the versions of one key as ListObjectVersions does
+// (visibleVersions: the newest manifest of each version ID that may be
+// visible, newest first); nil when it has none.
+func (l *layer) keyVersions(ctx context.Context, bucket, key string) ([]metadata.ListEntry, error) {
+	res, err := l.list(ctx, listParams{Bucket: bucket, Prefix: key, After: keyBefore(key), Max: 1, Versions: true})
+	if err != nil || len(res.Objects) == 0 || res.Objects[0].Key != key {
+		return nil, err
+	}
+	e := res.Objects[0]
+	return append([]metadata.ListEntry{e}, e.Previous...), nil
+}

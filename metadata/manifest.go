@@ -362,9 +362,9 @@ type LifecycleRule struct {
 	// ExpirationDays and ExpirationDate expire current objects.
 	ExpirationDays int       `json:"expiration_days,omitempty"`
 	ExpirationDate time.Time `json:"expiration_date,omitzero"`
-	// ExpiredObjectDeleteMarker, NoncurrentDays and
-	// NewerNoncurrentVersions are stored and returned but have nothing
-	// to act on while regen keeps no old versions.
+	// ExpiredObjectDeleteMarker removes a delete marker left with no
+	// version under it; NoncurrentDays and NewerNoncurrentVersions
+	// remove noncurrent versions (gateway/lifecycle_service.go).
 	ExpiredObjectDeleteMarker bool `json:"expired_object_delete_marker,omitempty"`
 	NoncurrentDays            int  `json:"noncurrent_days,omitempty"`
 	NewerNoncurrentVersions   int  `json:"newer_noncurrent_versions,omitempty"`

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/tags"
 )
 
 // listVersions lists every version of bucket under prefix with minio-go,
@@ -104,6 +105,41 @@ func TestVersioning(t *testing.T) {
 		t.Fatalf("attributes of v1: %+v %v", attrs, err)
 	}
 
+	// Tags and ACLs belong to each version: set on v1, which is not
+	// current, they read back by its ID and leave v2 as it was.
+	oldTags, _ := tags.NewTags(map[string]string{"era": "old"}, true)
+	if err := c.PutObjectTagging(ctx(t), "ver", "k", oldTags, minio.PutObjectTaggingOptions{VersionID: id1}); err != nil {
+		t.Fatalf("PutObjectTagging of v1: %v", err)
+	}
+	if got, err := c.GetObjectTagging(ctx(t), "ver", "k", minio.GetObjectTaggingOptions{VersionID: id1}); err != nil || got.ToMap()["era"] != "old" || len(got.ToMap()) != 1 {
+		t.Fatalf("GetObjectTagging of v1: %v %v; want era=old", got, err)
+	}
+	if got, err := c.GetObjectTagging(ctx(t), "ver", "k", minio.GetObjectTaggingOptions{}); err != nil || len(got.ToMap()) != 0 {
+		t.Fatalf("GetObjectTagging of the current version after tagging v1: %v %v; want none", got, err)
+	}
+	if st, err := c.StatObject(ctx(t), "ver", "k", minio.StatObjectOptions{VersionID: id1}); err != nil || st.UserTagCount != 1 {
+		t.Fatalf("HEAD of v1 after tagging it: %+v %v; want 1 tag", st, err)
+	}
+	if got := get(t, c, "ver", "k", minio.GetObjectOptions{VersionID: id1}); !bytes.Equal(got, v1) {
+		t.Fatal("v1's data changed with its tags")
+	}
+	never := "0000000000000007.gw"
+	if code, body := signedRequest(t, d, http.MethodGet, "/ver/k?tagging&versionId="+never, nil, nil); code != 404 || !strings.Contains(body, "NoSuchVersion") {
+		t.Fatalf("GET ?tagging of a version never written: %d %s; want 404 NoSuchVersion", code, body)
+	}
+	if code, body := signedRequest(t, d, http.MethodPut, "/ver/k?acl&versionId="+id1, nil, map[string]string{"x-amz-acl": "public-read"}); code != 200 {
+		t.Fatalf("PUT ?acl public-read of v1: %d %s", code, body)
+	}
+	if code, body := signedRequest(t, d, http.MethodGet, "/ver/k?acl&versionId="+id1, nil, nil); code != 200 || !strings.Contains(body, "AllUsers") {
+		t.Fatalf("GET ?acl of v1: %d %s; want a grant to AllUsers", code, body)
+	}
+	if code, body := anonymous(t, d, http.MethodGet, "/ver/k?versionId="+id1, nil); code != 200 || body != string(v1) {
+		t.Fatalf("anonymous GET of public-read v1: %d %.40q", code, body)
+	}
+	if code, _ := anonymous(t, d, http.MethodGet, "/ver/k?versionId="+id2, nil); code != 403 {
+		t.Fatalf("anonymous GET of private v2: %d, want 403", code)
+	}
+
 	// DELETE adds a delete marker: the key is gone, its versions stay.
 	if err := c.RemoveObject(ctx(t), "ver", "k", minio.RemoveObjectOptions{}); err != nil {
 		t.Fatal(err)
@@ -123,6 +159,12 @@ func TestVersioning(t *testing.T) {
 	}
 	if got := get(t, c, "ver", "k", minio.GetObjectOptions{VersionID: id1}); !bytes.Equal(got, v1) {
 		t.Fatal("v1 unreadable under the delete marker")
+	}
+	if code, body := signedRequest(t, d, http.MethodPut, "/ver/k?tagging&versionId="+marker, []byte(`<Tagging><TagSet></TagSet></Tagging>`), nil); code != 405 || !strings.Contains(body, "MethodNotAllowed") {
+		t.Fatalf("PUT ?tagging of the delete marker by ID: %d %s; want 405", code, body)
+	}
+	if got, err := c.GetObjectTagging(ctx(t), "ver", "k", minio.GetObjectTaggingOptions{VersionID: id1}); err != nil || got.ToMap()["era"] != "old" {
+		t.Fatalf("GetObjectTagging of v1 under the delete marker: %v %v", got, err)
 	}
 	// Removing the marker brings the object back.
 	if err := c.RemoveObject(ctx(t), "ver", "k", minio.RemoveObjectOptions{VersionID: marker}); err != nil {

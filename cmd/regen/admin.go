@@ -246,8 +246,8 @@ func printLifecycle(w io.Writer, l gateway.LifecycleStatus) {
 	if !l.LastRun.IsZero() {
 		last = "last pass " + l.LastRun.UTC().Format(time.RFC3339)
 	}
-	fmt.Fprintf(w, "  lifecycle (this gateway): %s, %d passes, objects expired %d, uploads aborted %d, errors %d",
-		last, l.Passes, l.Expired, l.Aborted, l.Errors)
+	fmt.Fprintf(w, "  lifecycle (this gateway): %s, %d passes, objects expired %d, noncurrent versions expired %d, delete markers removed %d, uploads aborted %d, errors %d",
+		last, l.Passes, l.Expired, l.Noncurrent, l.Markers, l.Aborted, l.Errors)
 	if l.Waiting > 0 {
 		fmt.Fprintf(w, ", %d passes skipped waiting for shard servers", l.Waiting)
 	}
