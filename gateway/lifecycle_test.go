@@ -272,7 +272,7 @@ func TestLifecycleRemovesVersions(t *testing.T) {
 	})
 	l2 := put("lock/k", 1, nil)
 	// tag/k: of two noncurrent versions, the tagged one goes.
-	t0id := put("tag/k", 0, func(m *metadata.Manifest) { m.Tags = map[string]string{"gone": "yes"} })
+	put("tag/k", 0, func(m *metadata.Manifest) { m.Tags = map[string]string{"gone": "yes"} })
 	t1id := put("tag/k", 0, nil)
 	t2id := put("tag/k", 1, nil)
 	// dm/k: a version under a delete marker; other/k: under no rule.
