@@ -327,6 +327,11 @@ type statusView struct {
 	Repair *struct {
 		Done int64 `json:"done"`
 	} `json:"repair"`
+	Lifecycle struct {
+		Passes, Errors int64
+		Noncurrent     int64 `json:"noncurrent_expired"`
+		Markers        int64 `json:"delete_markers_removed"`
+	} `json:"lifecycle"`
 }
 
 // adminStatus runs `regen admin status --json` against the cluster, as an

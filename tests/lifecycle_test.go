@@ -188,30 +188,14 @@ func TestLifecycleNoncurrentVersions(t *testing.T) {
 	if got := versions("keep1/k"); !slices.Equal(got, []string{kept[2], kept[1]}) {
 		t.Errorf("keep1/k keeps %v, want the current version and the newest noncurrent one %v", got, kept[1:])
 	}
-	status := func() (st struct {
-		Lifecycle struct {
-			Passes, Errors int64
-			Noncurrent     int64 `json:"noncurrent_expired"`
-			Markers        int64 `json:"delete_markers_removed"`
-		} `json:"lifecycle"`
-	}) {
-		out, err := exec.Command(regenBin, "admin", "status", "--json", "--endpoint", d.info.Endpoint, "--access-key", d.info.AccessKey, "--secret-key", d.info.SecretKey).Output()
-		if err != nil {
-			t.Fatalf("regen admin status: %v", err)
-		}
-		if err := json.Unmarshal(out, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
 	// Two whole passes after that: had zz/k been selected, its old
 	// version would be gone by now too.
-	from := status().Lifecycle.Passes
-	waitFor(t, 60*time.Second, "two more lifecycle passes", func() bool { return status().Lifecycle.Passes >= from+2 })
+	from := d.adminStatus(t).Lifecycle.Passes
+	waitFor(t, 60*time.Second, "two more lifecycle passes", func() bool { return d.adminStatus(t).Lifecycle.Passes >= from+2 })
 	if got := versions("zz/k"); len(got) != 2 {
 		t.Errorf("zz/k, under no rule, keeps %v; want both versions", got)
 	}
-	if l := status().Lifecycle; l.Noncurrent < 3 || l.Markers < 1 || l.Errors != 0 {
+	if l := d.adminStatus(t).Lifecycle; l.Noncurrent < 3 || l.Markers < 1 || l.Errors != 0 {
 		t.Errorf("admin status lifecycle: %+v; want 3 noncurrent versions expired, 1 delete marker removed, no errors", l)
 	}
 }
