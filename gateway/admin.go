@@ -70,6 +70,9 @@ type StripeStatus struct {
 	Total    int64 `json:"total"`
 	Healthy  int64 `json:"healthy"`
 	Degraded int64 `json:"degraded"`
+	// Noncurrent counts, of Total, the stripes of noncurrent versions of
+	// versioned buckets; every other count includes them.
+	Noncurrent int64 `json:"noncurrent,omitempty"`
 	// LostShards counts missing shards over the degraded stripes;
 	// Waiting the degraded stripes no server can take a rebuilt shard of.
 	LostShards int64 `json:"lost_shards"`
@@ -191,6 +194,7 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 			defer mu.Unlock()
 			answered++
 			stripes.Total += s.Total
+			stripes.Noncurrent += s.Noncurrent
 			stripes.Healthy += s.Healthy
 			stripes.Degraded += s.Degraded
 			stripes.LostShards += s.LostShards

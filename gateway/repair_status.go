@@ -37,7 +37,7 @@ func (s shardRepairSource) RepairStatus(ctx context.Context, addr string) (Strip
 		return StripeStatus{}, RepairStatus{}, err
 	}
 	stripes := StripeStatus{
-		Total: st.Stripes.Total, Healthy: st.Stripes.Total - st.Stripes.Degraded, Degraded: st.Stripes.Degraded,
+		Total: st.Stripes.Total, Noncurrent: st.Stripes.Noncurrent, Healthy: st.Stripes.Total - st.Stripes.Degraded, Degraded: st.Stripes.Degraded,
 		LostShards: st.Stripes.LostShards, Waiting: st.Stripes.Waiting,
 		Pending: st.Stripes.Pending, GraceLeftSeconds: st.Stripes.GraceLeft, DownSeen: st.Stripes.DownSeen, upSeen: st.Stripes.UpSeen,
 		unscanned: st.Stripes.Scanned == "",

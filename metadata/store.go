@@ -95,6 +95,11 @@ type PutResult struct {
 	// Kept is true when the manifest was older than the current one (its
 	// write lost a race) and is kept as a previous version.
 	Kept bool
+	// Held is true when the manifest's version is held here after the
+	// call: stored as current, kept as a previous version, or held
+	// already (a retry). The repair switch of a noncurrent version, which
+	// is older than the current one everywhere, counts its copies by it.
+	Held bool
 	// Current is the manifest now current for the key (it may alias the
 	// argument when Stored). Never nil after a successful call.
 	Current *Manifest
@@ -175,14 +180,15 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 		return PutResult{}, err
 	}
 	if holdsVersion(m.Version, cur, prev) {
-		return PutResult{Stored: false, Current: cur}, nil
+		return PutResult{Stored: false, Held: true, Current: cur}, nil
 	}
 	if !m.Newer(cur) {
 		kept, dropped := withPrevious(cur, prev, m)
 		if err := s.writeVersions(m.Bucket, m.Key, cur, prev, cur, kept); err != nil {
 			return PutResult{}, err
 		}
-		return PutResult{Kept: !slices.Contains(dropped, m), Current: cur, Dropped: dropped, Previous: len(replacedOf(cur, kept))}, nil
+		held := !slices.Contains(dropped, m)
+		return PutResult{Kept: held, Held: held, Current: cur, Dropped: dropped, Previous: len(replacedOf(cur, kept))}, nil
 	}
 	kept, dropped := prev, []*Manifest(nil)
 	if cur != nil {
@@ -191,7 +197,7 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 	if err := s.writeVersions(m.Bucket, m.Key, cur, prev, m, kept); err != nil {
 		return PutResult{}, err
 	}
-	return PutResult{Stored: true, Current: m, Replaced: cur, Dropped: dropped, Previous: len(replacedOf(m, kept))}, nil
+	return PutResult{Stored: true, Held: true, Current: m, Replaced: cur, Dropped: dropped, Previous: len(replacedOf(m, kept))}, nil
 }
 
 // GetManifest returns the current manifest of (bucket, key), a tombstone

@@ -23,14 +23,22 @@ import (
 const nsLocal byte = 'l'
 
 // Cursor is a position in the manifest walk: the walk resumes with the
-// first key after (Bucket, Key).
+// first key after (Bucket, Key). With Version set it is a position in the
+// walk over noncurrent versions (EachVersionAfter): the walk resumes with
+// the first version after that version of (Bucket, Key).
 type Cursor struct {
-	Bucket string `json:"bucket"`
-	Key    string `json:"key"`
+	Bucket  string   `json:"bucket"`
+	Key     string   `json:"key"`
+	Version *Version `json:"version,omitempty"`
 }
 
-// String is "bucket/key", for logs.
-func (c *Cursor) String() string { return c.Bucket + "/" + c.Key }
+// String is "bucket/key" or "bucket/key@version", for logs.
+func (c *Cursor) String() string {
+	if c.Version != nil {
+		return c.Bucket + "/" + c.Key + "@" + c.Version.String()
+	}
+	return c.Bucket + "/" + c.Key
+}
 
 // EachManifestAfter is EachManifest starting with the first key after
 // after (from the start when after is nil).

@@ -71,8 +71,11 @@ type cursorStore interface {
 }
 
 // scrubPass verifies every shard of this server once, from the saved
-// position on. walk is how long listing them took (the pass's CPU-bound
-// part; the reads are paced).
+// position on: first the shards of current manifests, then those of the
+// noncurrent versions of versioned buckets (EachVersionAfter), which keep
+// their stripes and are rebuilt alike. A saved position with a Version is
+// in the second walk. walk is how long listing them took (the pass's
+// CPU-bound part; the reads are paced).
 //
 // It streams: each page of manifests is scrubbed before the next is read,
 // so its memory does not grow with the number of objects (it held every
@@ -91,34 +94,48 @@ func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Du
 		}
 	}
 	saved := time.Now()
-	visit := func(m *metadata.Manifest) error {
-		// NB: the wait counts as reading, not walking, so the pause after
-		// the pass (walkPace) paces the walk's own CPU only.
-		t0 := time.Now()
-		if err := lim.WaitN(ctx, scrubVisitCost); err != nil {
-			return err
-		}
-		reading += time.Since(t0)
-		if !slices.Contains(m.Placement, w.cfg.NodeID) {
+	visit := func(noncurrent bool) func(m *metadata.Manifest) error {
+		return func(m *metadata.Manifest) error {
+			// NB: the wait counts as reading, not walking, so the pause
+			// after the pass (walkPace) paces the walk's own CPU only.
+			t0 := time.Now()
+			if err := lim.WaitN(ctx, scrubVisitCost); err != nil {
+				return err
+			}
+			reading += time.Since(t0)
+			if !slices.Contains(m.Placement, w.cfg.NodeID) {
+				return nil
+			}
+			t0 = time.Now()
+			err := w.scrubOne(ctx, lim, m, noncurrent)
+			reading += time.Since(t0)
+			if err != nil {
+				return err
+			}
+			last = &metadata.Cursor{Bucket: m.Bucket, Key: m.Key}
+			if noncurrent {
+				v := m.Version
+				last.Version = &v
+			}
+			if resumable && time.Since(saved) >= scrubSaveEvery {
+				saved = time.Now()
+				return cs.SaveCursor(ctx, scrubCursor, last)
+			}
 			return nil
 		}
-		t0 = time.Now()
-		err := w.scrubOne(ctx, lim, m)
-		reading += time.Since(t0)
-		if err != nil {
-			return err
-		}
-		last = &metadata.Cursor{Bucket: m.Bucket, Key: m.Key}
-		if resumable && time.Since(saved) >= scrubSaveEvery {
-			saved = time.Now()
-			return cs.SaveCursor(ctx, scrubCursor, last)
-		}
-		return nil
 	}
-	if resumable {
-		err = cs.EachManifestAfter(ctx, from, visit)
-	} else {
-		err = w.store.EachManifest(ctx, visit)
+	switch {
+	case resumable && from != nil && from.Version != nil:
+		// Resumed within the noncurrent versions: the current manifests
+		// were scrubbed in this pass already.
+	case resumable:
+		err = cs.EachManifestAfter(ctx, from, visit(false))
+		from = nil
+	default:
+		err = w.store.EachManifest(ctx, visit(false))
+	}
+	if vs, ok := w.store.(versionStore); ok && err == nil {
+		err = vs.EachVersionAfter(ctx, from, visit(true))
 	}
 	walk = max(time.Since(start)-reading, 0)
 	if err != nil {
@@ -140,9 +157,9 @@ func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Du
 	return walk, nil
 }
 
-// scrubOne verifies this server's shards of m and queues their rebuild
-// when they are bad.
-func (w *Worker) scrubOne(ctx context.Context, lim *rate.Limiter, m *metadata.Manifest) error {
+// scrubOne verifies this server's shards of m (a current manifest, or a
+// noncurrent version) and queues their rebuild when they are bad.
+func (w *Worker) scrubOne(ctx context.Context, lim *rate.Limiter, m *metadata.Manifest, noncurrent bool) error {
 	if len(m.Parts) == 0 {
 		return nil // inline: the manifest is the data, and it has been read
 	}
@@ -161,14 +178,16 @@ func (w *Worker) scrubOne(ctx context.Context, lim *rate.Limiter, m *metadata.Ma
 			continue
 		}
 		// The manifest may have changed since the pass started (an
-		// overwrite's GC removes the old shard): only a current one counts.
-		cur, err := w.store.GetManifest(ctx, m.Bucket, m.Key)
+		// overwrite's GC removes the old shard): only one still held
+		// counts.
+		j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: []int{idx}, inPlace: true, prio: 1, noncurrent: noncurrent}
+		cur, err := w.manifestOf(ctx, j)
 		if err != nil || cur.Version != m.Version {
 			return nil
 		}
 		w.m.scrubCorrupt.Inc()
-		w.log.Warn("scrub: bad shard, rebuilding in place", "object", m.Bucket+"/"+m.Key, "file", p.ID, "idx", idx)
-		w.enqueue(&job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: []int{idx}, inPlace: true, prio: 1})
+		w.log.Warn("scrub: bad shard, rebuilding in place", "object", j.ref(), "file", p.ID, "idx", idx)
+		w.enqueue(j)
 		return nil
 	}
 	return nil

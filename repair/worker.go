@@ -230,9 +230,19 @@ type job struct {
 	// move: lost are shards on draining servers, to be moved (copied,
 	// then switched), not rebuilt. Nothing of the group is missing.
 	move bool
+	// noncurrent: version is a noncurrent version of the key (a previous
+	// version in the store), not its current manifest (worker_versions.go).
+	noncurrent bool
 }
 
-func (j *job) ref() string { return j.bucket + "/" + j.key }
+// ref names the job's object version: the key for its current manifest,
+// key@version for a noncurrent one, so both can be queued at once.
+func (j *job) ref() string {
+	if j.noncurrent {
+		return j.bucket + "/" + j.key + "@" + j.version.String()
+	}
+	return j.bucket + "/" + j.key
+}
 
 // Options are the optional parts of a Worker.
 type Options struct {
@@ -471,12 +481,15 @@ func (w *Worker) scan(ctx context.Context) error {
 	var counts shardrpc.StripeCounts
 	var found []*job
 	unknown := map[string]bool{} // placement nodes gossip never showed this worker
-	err := w.eachManifest(ctx, func(m *metadata.Manifest) error {
+	visit := func(m *metadata.Manifest, noncurrent bool) error {
 		if coordinator(v, m.Placement) != v.self {
 			return nil
 		}
 		parts := int64(max(len(m.Parts), 1)) // an inline object is one group
 		counts.Total += parts
+		if noncurrent {
+			counts.Noncurrent += parts
+		}
 		var downs, lost []int
 		for i, id := range m.Placement {
 			d, l := w.status(v, id)
@@ -494,7 +507,7 @@ func (w *Worker) scan(ctx context.Context) error {
 			// Fully redundant: only shards on draining servers may
 			// need a new home.
 			if moves := draining(v, m.Placement); len(moves) > 0 {
-				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true}
+				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true, noncurrent: noncurrent}
 				counts.Draining += parts
 				if w.isWaiting(j.ref()) {
 					counts.DrainWaiting += parts
@@ -513,14 +526,21 @@ func (w *Worker) scan(ctx context.Context) error {
 			return nil
 		}
 		if len(lost) > 0 {
-			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs)}
+			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs), noncurrent: noncurrent}
 			if w.isWaiting(j.ref()) {
 				counts.Waiting += parts
 			}
 			found = append(found, j)
 		}
 		return nil
-	})
+	}
+	err := w.eachManifest(ctx, func(m *metadata.Manifest) error { return visit(m, false) })
+	if err == nil {
+		// NB: a versioned bucket's noncurrent versions keep their stripes
+		// and are repaired (and moved off draining servers) alike, and
+		// counted alike in the status.
+		err = w.eachVersion(ctx, func(m *metadata.Manifest) error { return visit(m, true) })
+	}
 	if err != nil {
 		return err
 	}
@@ -769,7 +789,7 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 	t0 := w.now()
 	res, err := w.repair(ctx, j)
 	secs := w.now().Sub(t0).Seconds()
-	if errors.Is(err, ErrSuperseded) {
+	if errors.Is(err, ErrSuperseded) && !j.noncurrent {
 		if _, serr := w.syncKey(ctx, j.bucket, j.key); serr != nil && ctx.Err() == nil {
 			w.log.Warn("manifest sync after a fenced repair", "object", j.ref(), "err", serr)
 		}
@@ -842,7 +862,7 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 // after the other, and the manifest switch adds an fsync on each
 // placement server.
 func (w *Worker) estimate(j *job) Cost {
-	m, err := w.store.GetManifest(context.Background(), j.bucket, j.key)
+	m, err := w.manifestOf(context.Background(), j)
 	if err != nil {
 		return Cost{}
 	}

@@ -68,7 +68,7 @@ func (w *Worker) planner(j *job) planFunc {
 // its manifest. The membership is read afresh, so a retry after a second
 // failure re-plans with it.
 func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
-	m, err := w.store.GetManifest(ctx, j.bucket, j.key)
+	m, err := w.manifestOf(ctx, j)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return Result{}, fmt.Errorf("%w: %s gone", errRetryLater, j.ref())
 	}
@@ -169,7 +169,7 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 	if j.inPlace {
 		return total, nil
 	}
-	return total, w.switchManifest(ctx, v, m, total.Rebuilt)
+	return total, w.switchFor(ctx, j, v, m, total.Rebuilt)
 }
 
 // moveByRebuild is a failed copy's fallback: the draining server did not
@@ -450,7 +450,7 @@ func (w *Worker) repairInline(ctx context.Context, v nodeView, m *metadata.Manif
 	}
 	w.m.decision(string(Inline))
 	w.log.Info("repair plan", "object", j.ref(), "method", Inline, "lost", lost, "dest", destIDs(res.Rebuilt))
-	return res, w.switchManifest(ctx, v, m, res.Rebuilt)
+	return res, w.switchFor(ctx, j, v, m, res.Rebuilt)
 }
 
 // unfinishedSwitch reports whether cur is a repair switch of exactly old

@@ -169,7 +169,8 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) {
 	// NB: the manifest is stored; queue its follow-up work even if the
 	// client has gone away meanwhile.
 	s.afterPut(context.WithoutCancel(r.Context()), res)
-	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutManifestResponse{Stored: res.Stored, Current: res.Current.Version, Replaced: res.Stored && res.Replaced != nil})
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutManifestResponse{Stored: res.Stored, Current: res.Current.Version,
+		Replaced: res.Stored && res.Replaced != nil, Held: res.Held})
 }
 
 func (s *Server) getManifest(w http.ResponseWriter, r *http.Request) {

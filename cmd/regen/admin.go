@@ -230,6 +230,9 @@ func adminStatus(ctx context.Context, c *adminClient, _ []string, w io.Writer) e
 	}
 	if s := st.Stripes; s != nil {
 		fmt.Fprintf(w, "  stripe groups: %d, degraded %d", s.Total, s.Degraded)
+		if s.Noncurrent > 0 {
+			fmt.Fprintf(w, " (of all, %d of noncurrent versions)", s.Noncurrent)
+		}
 		if s.Draining > 0 {
 			fmt.Fprintf(w, ", to move off draining servers %d (%d waiting for capacity)", s.Draining, s.DrainWaiting)
 		}

@@ -90,8 +90,10 @@ func drainState(st gateway.Status, id string) (drainProgress, error) {
 }
 
 // watchDrain draws the drain's progress until the node holds nothing: no
-// shard or inline object, and no open multipart upload, whose parts are on
-// it and whose object will be until it is moved. A
+// shard or inline object, no open multipart upload, whose parts are on
+// it and whose object will be until it is moved, and no stripe group left
+// to move off draining servers (the repair workers' count, which covers
+// noncurrent versions too). A
 // node that stops draining (cancelled) or dies ends the watch with an
 // error: neither is a finished drain.
 func watchDrain(ctx context.Context, c *adminClient, id string, w io.Writer) error {
@@ -134,7 +136,10 @@ func watchDrain(ctx context.Context, c *adminClient, id string, w io.Writer) err
 					fmt.Fprintln(w)
 				}
 				return fmt.Errorf("node %s is not draining (cancelled?); start it with regen admin drain %s", id, id)
-			case p.Left == 0 && p.Uploads == 0:
+			case p.Left == 0 && p.Uploads == 0 && p.Moving == 0:
+				// NB: Moving too: the shards of noncurrent versions (a
+				// versioned bucket's older versions) are not in Left, and
+				// the repair workers count their groups still to move.
 				if bar != nil {
 					bar.finish(w, "nothing left")
 					fmt.Fprintf(w, "node %s holds no shards after %s: stop it and remove it; no object loses redundancy\n", id, time.Since(start).Round(100*time.Millisecond))

@@ -182,6 +182,17 @@ func (c *Client) PutManifest(ctx context.Context, addr string, m *metadata.Manif
 	return resp.Stored, resp.Current, err
 }
 
+// PutVersion stores m, a repair switch of a noncurrent version (older
+// than the key's current one), and reports whether the node holds m's
+// version afterwards: kept as a previous version beside a newer current
+// one, current where the node knows of nothing newer, or held already.
+// The node stores it exactly as PutManifest would; only the answer
+// differs, since "stored as current" is not what such a write is for.
+func (c *Client) PutVersion(ctx context.Context, addr string, m *metadata.Manifest) (held bool, err error) {
+	resp, err := c.putManifest(ctx, addr, m, nil)
+	return resp.Held, err
+}
+
 // PutManifestFenced stores m as a client write fenced by the key's lease:
 // lease is the holder of the key's lease (LeaseName) that the writer holds
 // on addr, or NoLease. The server refuses the write with ErrLeaseHeld

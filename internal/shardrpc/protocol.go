@@ -101,6 +101,13 @@ type PutManifestResponse struct {
 	// without asking the peers. A server that predates the field leaves it
 	// false; its confirm job then asks, as it always could.
 	Replaced bool `json:"replaced,omitempty"`
+	// Held is set when the manifest's version is held there after the
+	// call: stored as current, kept as a previous version (it is older
+	// than the current one), or held already. The repair switch of a
+	// noncurrent version counts its copies by it (PutVersion); a server
+	// that predates the field leaves it false, so such a switch counts
+	// it as not stored and never over-counts.
+	Held bool `json:"held,omitempty"`
 }
 
 // PutBucketResponse answers POST PathBuckets.

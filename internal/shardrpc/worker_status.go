@@ -31,6 +31,10 @@ type RepairStatus struct {
 // StripeCounts count the stripe groups a server coordinates.
 type StripeCounts struct {
 	Total int64 `json:"total"`
+	// Noncurrent counts, of Total, the groups of noncurrent versions
+	// (a versioned bucket's older versions, which keep their stripes and
+	// are repaired and drained alike); the other counts include them.
+	Noncurrent int64 `json:"noncurrent,omitempty"`
 	// Degraded groups miss at least one shard (down or lost server).
 	Degraded int64 `json:"degraded"`
 	// LostShards counts missing shards over the degraded groups.
