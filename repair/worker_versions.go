@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,8 +88,9 @@ func (w *Worker) switchFor(ctx context.Context, j *job, v nodeView, old *metadat
 // rebuilt shards become part of that version, which stays noncurrent.
 //
 //   - The new manifest is old with the rebuilt shards' servers in
-//     Placement and Version {old.TS + 1ns, "repair-<node>"}, its
-//     VersionID kept, as a current switch writes it.
+//     Placement and Version {old.TS + 1ns, "+repair-<node>"}, its
+//     VersionID kept, as a current switch writes it but for the writer,
+//     which loses a tie with an update of the version (noncurrentWriter).
 //   - Fence: at least k (and a majority) of old's live placement servers
 //     hold exactly old, current or previous. old is then visible, so no
 //     removal by version ID succeeded (one reaches k+1 of the placement
@@ -100,7 +102,9 @@ func (w *Worker) switchFor(ctx context.Context, j *job, v nodeView, old *metadat
 //     between old and the switch's version, which the switch would
 //     overtake where it became current (a client version within 1ns of
 //     old: never seen, but cheap to rule out).
-//   - Write: to old's live placement servers and the new ones (PutVersion).
+//   - Write: to old's live placement servers and the new ones
+//     (PutVersion), each refused while an update of the key holds its
+//     lease (an update of the version reads and writes under it).
 //     A server keeps it as a previous version when its current one is
 //     newer (a shard server stores an older manifest as a previous
 //     version, never as current), so the switch never hides a newer
@@ -124,7 +128,7 @@ func (w *Worker) switchVersion(ctx context.Context, v nodeView, old *metadata.Ma
 	for i, n := range rebuilt {
 		nm.Placement[i] = n.ID
 	}
-	nm.Version = metadata.Version{TS: old.Version.TS + 1, Writer: repairWriter(w.cfg.NodeID)}
+	nm.Version = metadata.Version{TS: old.Version.TS + 1, Writer: noncurrentWriter(w.cfg.NodeID)}
 	addr := func(id string) string {
 		if ni := v.nodes[id]; ni.Live {
 			return ni.Addr
@@ -243,7 +247,7 @@ func fenceVersion(old, nm *metadata.Manifest, versions []*metadata.Manifest) ver
 		case m.Version == old.Version:
 			f.holds = true
 		case m.VersionID == old.VersionID && old.Version.Less(m.Version):
-			if unfinishedSwitch(old, m) {
+			if unfinishedVersionSwitch(old, m) {
 				if f.finish == nil || f.finish.Version.Less(m.Version) {
 					f.finish = m
 				}
@@ -257,4 +261,25 @@ func fenceVersion(old, nm *metadata.Manifest, versions []*metadata.Manifest) ver
 		}
 	}
 	return f
+}
+
+// noncurrentWriter is the Writer of a noncurrent version's repair switch.
+// An update of a noncurrent version (a lock change, written under the
+// key's lease by a gateway: gateway/objectlock_layer.go) also takes
+// Version.TS+1 of what it read, so a switch and an update that read the
+// same manifest can both be written at the same TS. "+" sorts below every
+// gateway writer ("gw-..."), so the update wins that tie on every server:
+// the version is then repaired again from the update, which is never
+// hidden by the switch.
+func noncurrentWriter(node string) string { return noncurrentPrefix + node }
+
+const noncurrentPrefix = "+repair-"
+
+// unfinishedVersionSwitch reports whether cur is a repair switch of
+// exactly the noncurrent version old (the next version, written by a
+// repairer, same object otherwise), as unfinishedSwitch does for current
+// ones.
+func unfinishedVersionSwitch(old, cur *metadata.Manifest) bool {
+	return cur.Version.TS == old.Version.TS+1 && strings.HasPrefix(cur.Version.Writer, noncurrentPrefix) &&
+		cur.VersionID == old.VersionID && len(cur.Placement) == len(old.Placement) && len(cur.Parts) == len(old.Parts) && !cur.Deleted
 }

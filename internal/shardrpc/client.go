@@ -186,10 +186,12 @@ func (c *Client) PutManifest(ctx context.Context, addr string, m *metadata.Manif
 // than the key's current one), and reports whether the node holds m's
 // version afterwards: kept as a previous version beside a newer current
 // one, current where the node knows of nothing newer, or held already.
-// The node stores it exactly as PutManifest would; only the answer
+// The node stores it as PutManifest would, but fenced like a client
+// write made without the key's lease (NoLease: refused with
+// ErrLeaseHeld while an update of the key holds it); only the answer
 // differs, since "stored as current" is not what such a write is for.
 func (c *Client) PutVersion(ctx context.Context, addr string, m *metadata.Manifest) (held bool, err error) {
-	resp, err := c.putManifest(ctx, addr, m, nil)
+	resp, err := c.putManifest(ctx, addr, m, url.Values{ParamLease: {NoLease}})
 	return resp.Held, err
 }
 
