@@ -264,8 +264,8 @@ func fenceVersion(old, nm *metadata.Manifest, versions []*metadata.Manifest) ver
 }
 
 // noncurrentWriter is the Writer of a noncurrent version's repair switch.
-// An update of a noncurrent version (a lock change, written under the
-// key's lease by a gateway: gateway/objectlock_layer.go) also takes
+// An update of a noncurrent version (its tags, ACL or lock, written under
+// the key's lease by a gateway: gateway/update_layer.go) also takes
 // Version.TS+1 of what it read, so a switch and an update that read the
 // same manifest can both be written at the same TS. "+" sorts below every
 // gateway writer ("gw-..."), so the update wins that tie on every server:
