@@ -44,13 +44,13 @@ func TestEachManifestAfter(t *testing.T) {
 		want  []string
 	}{
 		{nil, live},
-		{&Cursor{"a", "k"}, live[1:]},
-		{&Cursor{"a", "k1"}, live[2:]}, // deleted since: the walk goes on after it
-		{&Cursor{"a", "zz"}, live[3:]},
-		{&Cursor{"b", ""}, live[3:]},
-		{&Cursor{"b", "!"}, live[4:]},
-		{&Cursor{"bb", "k"}, nil},
-		{&Cursor{"c", ""}, nil},
+		{&Cursor{Bucket: "a", Key: "k"}, live[1:]},
+		{&Cursor{Bucket: "a", Key: "k1"}, live[2:]}, // deleted since: the walk goes on after it
+		{&Cursor{Bucket: "a", Key: "zz"}, live[3:]},
+		{&Cursor{Bucket: "b", Key: ""}, live[3:]},
+		{&Cursor{Bucket: "b", Key: "!"}, live[4:]},
+		{&Cursor{Bucket: "bb", Key: "k"}, nil},
+		{&Cursor{Bucket: "c", Key: ""}, nil},
 	} {
 		if got := walk(tc.after); !slices.Equal(got, tc.want) {
 			t.Errorf("after %v: %q, want %q", tc.after, got, tc.want)
@@ -60,7 +60,7 @@ func TestEachManifestAfter(t *testing.T) {
 	if c, err := s.LoadCursor(ctx, "scrub"); c != nil || err != nil {
 		t.Fatalf("cursor of a new store: %v, %v", c, err)
 	}
-	if err := s.SaveCursor(ctx, "scrub", &Cursor{"a", "k\x00"}); err != nil {
+	if err := s.SaveCursor(ctx, "scrub", &Cursor{Bucket: "a", Key: "k\x00"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -71,7 +71,7 @@ func TestEachManifestAfter(t *testing.T) {
 	}
 	defer s.Close()
 	c, err := s.LoadCursor(ctx, "scrub")
-	if err != nil || c == nil || *c != (Cursor{"a", "k\x00"}) {
+	if err != nil || c == nil || *c != (Cursor{Bucket: "a", Key: "k\x00"}) {
 		t.Fatalf("cursor after a reopen: %v, %v", c, err)
 	}
 	if got := walk(c); !slices.Equal(got, live[2:]) {

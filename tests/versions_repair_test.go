@@ -118,14 +118,20 @@ func TestNoncurrentVersionsRepaired(t *testing.T) {
 		if r.Failed > 0 {
 			t.Fatalf("%d repairs failed", r.Failed)
 		}
-		return s.Degraded == 0 && s.Noncurrent > 0 && r.Done > 0 && r.Queued == 0 && r.Running == 0
+		if s.Degraded == 0 && r.Done > 0 && r.Queued == 0 && r.Running == 0 {
+			if s.Noncurrent == 0 {
+				t.Errorf("admin status counts no stripe group of a noncurrent version: %+v", s)
+			}
+			return true
+		}
+		return false
 	})
 	// The old versions of the first key moved their two lost shards off
-	// the killed servers.
+	// the killed servers. (Not fatal: the reads below say what it costs.)
 	for _, v := range old[:3] {
 		p := placement(index[pl[0]], v)
 		if p == nil || slices.Contains(p, pl[1]) || slices.Contains(p, pl[4]) {
-			t.Fatalf("%s version %s is placed on %v after the repair; want the killed servers replaced", v.key, v.id, p)
+			t.Errorf("%s version %s is placed on %v after the repair; want the killed servers replaced", v.key, v.id, p)
 		}
 	}
 
