@@ -52,6 +52,15 @@ type Status struct {
 	// their shard files.
 	Previous       int64 `json:"previous"`
 	PreviousShards int64 `json:"previous_shards"`
+	// Tombstones counts the delete tombstones the live servers hold,
+	// TombstoneJobs those queued for collection there,
+	// TombstonesCollected those they removed since they started, and
+	// TombstoneChecksBlocked their checks a silent server blocked
+	// (shardserver/tombstones.go).
+	Tombstones             int64 `json:"tombstones"`
+	TombstoneJobs          int64 `json:"tombstone_jobs"`
+	TombstonesCollected    int64 `json:"tombstones_collected"`
+	TombstoneChecksBlocked int64 `json:"tombstone_checks_blocked"`
 	// Stripes and Repair come from the repair worker (a RepairSource);
 	// they are absent, not zero, while no worker reports, so clients can
 	// tell "nothing degraded" from "nobody is counting".
@@ -159,6 +168,10 @@ func (g *Gateway) status(ctx context.Context) Status {
 			st.Shards += n.Stats.Shards
 			st.Previous += n.Stats.Previous
 			st.PreviousShards += n.Stats.PreviousShards
+			st.Tombstones += n.Stats.Tombstones
+			st.TombstoneJobs += n.Stats.TombstoneJobs
+			st.TombstonesCollected += n.Stats.TombstonesCollected
+			st.TombstoneChecksBlocked += n.Stats.TombstoneChecksBlocked
 		}
 	}
 	g.repairStatus(ctx, &st, members)

@@ -85,6 +85,11 @@ type Stats struct {
 	Previous       int64 `json:"previous"`
 	PreviousBytes  int64 `json:"previous_bytes"`
 	PreviousShards int64 `json:"previous_shards"`
+	// TombstoneJobs counts the tombstones queued for collection here
+	// (store_tombstones.go); TombstonesCollected those this store removed
+	// since it was opened.
+	TombstoneJobs       int64 `json:"tombstone_jobs"`
+	TombstonesCollected int64 `json:"tombstones_collected"`
 }
 
 // PutResult reports what PutManifest did.
@@ -338,6 +343,9 @@ func (s *Store) rebuildStats() error {
 	}
 	if err := pit.Error(); err != nil {
 		return fmt.Errorf("metadata: scan stats: %w", err)
+	}
+	if st.TombstoneJobs, err = s.countTombstoneJobs(); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.mu.stats = st

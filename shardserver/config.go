@@ -54,6 +54,21 @@ type Config struct {
 	// before it asks the peers again (at most a quarter of RollbackAfter,
 	// at least 1s). Default 30s.
 	ConfirmRetry time.Duration
+	// TombstoneGrace is how long after a tombstone (a null delete) is
+	// stored here before it may be collected (tombstones.go). It must
+	// outlast every attempt to write an older version of its key that
+	// may still be under way: a client's manifest write (the gateway's
+	// shard client waits up to a minute for an answer, and a fenced write
+	// is tried again for up to 10 s), a repair switch and a manifest sync
+	// hand-over (30 s each), and the slowest PUT that RollbackAfter
+	// assumes. Default 1h: six times RollbackAfter's default, sixty times
+	// a manifest write's timeout. Tests and chaos runs set it to seconds.
+	TombstoneGrace time.Duration
+	// Members returns the node IDs of every shard server this one knows,
+	// live or dead (cmd: the gossip view, which remembers dead servers
+	// for the life of the process). A tombstone is collected only once
+	// all of them answered. Nil: no tombstone is ever collected.
+	Members func() []string
 	// Peers returns the shard API address of a live peer by node ID, for
 	// confirm jobs. Nil, or ok=false: the peer counts as unreachable, so
 	// replaced versions are kept (never rolled back, never collected).
@@ -113,6 +128,7 @@ func DefaultConfig() Config {
 		GCInterval:          5 * time.Second,
 		RollbackAfter:       10 * time.Minute,
 		ConfirmRetry:        30 * time.Second,
+		TombstoneGrace:      time.Hour,
 		OrphanAge:           24 * time.Hour,
 		OrphanSweepInterval: time.Hour,
 		UploadMaxAge:        7 * 24 * time.Hour,
@@ -123,6 +139,12 @@ func DefaultConfig() Config {
 
 // ErrInvalidConfig is returned by Validate.
 var ErrInvalidConfig = errors.New("shardserver: invalid config")
+
+// MinTombstoneGrace bounds Config.TombstoneGrace from below. It is far
+// below a safe production value (see TombstoneGrace), which depends on
+// the gateways' timeouts; it exists for tests, which run writes that
+// finish in milliseconds.
+const MinTombstoneGrace = time.Second
 
 // MaxBlockSize bounds Config.BlockSize (and what a shard header may claim),
 // which bounds per-request memory.
@@ -146,6 +168,8 @@ func (c Config) Validate() error {
 		return bad("negative GCDelay")
 	case c.RollbackAfter <= 0 || c.ConfirmRetry <= 0:
 		return bad("RollbackAfter and ConfirmRetry must be positive")
+	case c.TombstoneGrace < MinTombstoneGrace:
+		return bad("TombstoneGrace %v is below %v; a write in flight could bring a deleted object back", c.TombstoneGrace, MinTombstoneGrace)
 	case c.GCInterval <= 0 || c.OrphanSweepInterval <= 0:
 		return bad("GCInterval and OrphanSweepInterval must be positive")
 	case c.OrphanAge < time.Minute:

@@ -58,4 +58,8 @@
 // kept version (current or previous) has claimed the file again. A slower
 // sweep deletes shard files older than Config.OrphanAge that no manifest
 // references (shards of failed PUTs) and old temp files.
+//
+// A delete's tombstone has no shard files. It is collected itself once
+// every shard server holds it (with nothing under it) or nothing, no
+// sooner than Config.TombstoneGrace after it was stored (tombstones.go).
 package shardserver

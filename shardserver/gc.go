@@ -71,6 +71,9 @@ func (s *Server) afterPut(ctx context.Context, res metadata.PutResult) {
 	if res.Stored && s.cfg.OnStored != nil {
 		s.cfg.OnStored(res.Current)
 	}
+	if res.Stored && metadata.Collectable(res.Current) {
+		s.enqueueTombstone(ctx, res.Current)
+	}
 	due := s.now().Add(s.cfg.GCDelay)
 	for _, d := range res.Dropped {
 		s.enqueueGarbage(ctx, garbage(d, res.Current, s.cfg.NodeID), due)

@@ -320,6 +320,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.Stats{
 		NodeID: s.cfg.NodeID, Objects: st.Objects, Tombstones: st.Tombstones, Bytes: st.Bytes, Shards: st.Shards, Inline: st.Inline, Uploads: uploads,
 		Previous: st.Previous, PreviousBytes: st.PreviousBytes, PreviousShards: st.PreviousShards,
+		TombstoneJobs: st.TombstoneJobs, TombstonesCollected: st.TombstonesCollected, TombstoneChecksBlocked: s.tombBlocked.Load(),
 		DiskUsedBytes: used, DiskFreeBytes: free,
 	})
 }

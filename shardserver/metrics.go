@@ -16,6 +16,7 @@ type metrics struct {
 	checksumFailures prometheus.Counter
 	gcDeleted        *prometheus.CounterVec // by reason: replaced, orphan, temp
 	confirms         *prometheus.CounterVec // confirm job outcomes: confirmed, rolled_back, retried
+	tombstones       *prometheus.CounterVec // tombstone checks by outcome (tombVerdict, kept)
 	requestSeconds   *prometheus.HistogramVec
 }
 
@@ -42,6 +43,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regen_shard_confirm_jobs_total", Help: "Confirm jobs of replaced manifest versions, by outcome (confirmed, rolled_back, retried).",
 		}, []string{"outcome"}),
+		tombstones: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regen_shard_tombstone_checks_total", Help: "Tombstone collection checks, by outcome (collected, waiting: a server holds an older version, blocked: a server did not answer, superseded, kept: versions under it).",
+		}, []string{"outcome"}),
 		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "regen_shardserver_request_duration_seconds",
 			Help:    "Shard server request latency by route and status (shard GETs: until the stream ends).",
@@ -52,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.shardReads, m.shardReadBytes, m.shardWrites, m.shardWriteBytes,
-		m.checksumFailures, m.gcDeleted, m.confirms, m.requestSeconds} {
+		m.checksumFailures, m.gcDeleted, m.confirms, m.tombstones, m.requestSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -28,6 +28,7 @@ type Server struct {
 	leases leaseTable
 	rep    *repairState
 	peers  versionAsker // confirm jobs ask peers through it
+	tpeers tombstoneAPI // tombstone collection asks peers through it
 	notes  committedSet // versions gateways reported on a write quorum
 	codes  codec.Cache  // for write quorums
 	// confirmNow wakes Run for a confirm job due at once (a key that
@@ -39,6 +40,9 @@ type Server struct {
 	// DataPathBytes).
 	dataPath atomic.Int64
 	written  atomic.Int64 // shard bytes written durably
+	// tombBlocked counts tombstone checks a silent server blocked (for
+	// the stats: an operator sees why tombstones stay).
+	tombBlocked atomic.Int64
 
 	handler   http.Handler
 	closeOnce sync.Once
@@ -74,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shardserver: %w", err)
 	}
+	peers := shardrpc.New(cfg.Secret, cfg.PeerHTTP)
 	s := &Server{
 		cfg:    cfg,
 		log:    log,
@@ -81,7 +86,8 @@ func New(cfg Config) (*Server, error) {
 		shards: &shardStore{fs: fsys, root: root, blockSize: cfg.BlockSize},
 		m:      m,
 		now:    time.Now,
-		peers:  shardrpc.New(cfg.Secret, cfg.PeerHTTP),
+		peers:  peers,
+		tpeers: peers,
 
 		confirmNow: make(chan struct{}, 1),
 	}
@@ -130,6 +136,7 @@ func (s *Server) routes() http.Handler {
 		{"POST " + shardrpc.PathCommitted, "committed", s.committed},
 		{"POST " + shardrpc.PathManifestAbort, "abort_manifest", s.abortManifest},
 		{"POST " + shardrpc.PathManifestDeleteVersion, "delete_version", s.deleteVersion},
+		{"POST " + shardrpc.PathTombstonesRemove, "remove_tombstones", s.removeTombstones},
 		{"GET " + shardrpc.PathList, "list", s.list},
 		{"POST " + shardrpc.PathBuckets, "put_bucket", s.putBucket},
 		{"GET " + shardrpc.PathBuckets, "list_buckets", s.listBuckets},
@@ -173,8 +180,8 @@ func (s *Server) routes() http.Handler {
 // woken by keys that reached metadata.MaxPrevious.
 const earlyConfirmGap = time.Second
 
-// Run runs the background loops (confirm and GC queues, orphan sweep, abandoned
-// multipart uploads) until ctx is done.
+// Run runs the background loops (confirm, tombstone and GC queues, orphan
+// sweep, abandoned multipart uploads) until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
 	gc := time.NewTicker(s.cfg.GCInterval)
 	defer gc.Stop()
@@ -209,6 +216,11 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			if _, err := s.collectGarbage(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("gc queue", "err", err)
+			}
+			if n, err := s.runTombstones(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("tombstone queue", "err", err)
+			} else if n > 0 {
+				s.log.Info("collected tombstones", "tombstones", n)
 			}
 		case <-sweep.C:
 			if _, err := s.sweepOrphans(ctx); err != nil && ctx.Err() == nil {

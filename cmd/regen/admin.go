@@ -228,6 +228,10 @@ func adminStatus(ctx context.Context, c *adminClient, _ []string, w io.Writer) e
 	if st.Previous > 0 {
 		fmt.Fprintf(w, "  previous versions (noncurrent, delete markers, awaiting confirmation): %d   their shard files: %d\n", st.Previous, st.PreviousShards)
 	}
+	if st.Tombstones > 0 || st.TombstoneJobs > 0 || st.TombstonesCollected > 0 || st.TombstoneChecksBlocked > 0 {
+		fmt.Fprintf(w, "  delete tombstones: %d   queued for collection: %d   collected since start: %d   checks blocked by a silent server: %d\n",
+			st.Tombstones, st.TombstoneJobs, st.TombstonesCollected, st.TombstoneChecksBlocked)
+	}
 	if s := st.Stripes; s != nil {
 		fmt.Fprintf(w, "  stripe groups: %d, degraded %d", s.Total, s.Degraded)
 		if s.Noncurrent > 0 {

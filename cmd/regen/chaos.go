@@ -19,6 +19,7 @@ import (
 // chaosFlags are the options of `regen chaos`.
 type chaosFlags struct {
 	duration, skew, opTimeout      time.Duration
+	tombstoneGrace                 time.Duration
 	healWait, healTimeout, checkTO time.Duration
 	seed, clients, keys, shards    int
 	maxDown                        int
@@ -38,6 +39,7 @@ func (f *chaosFlags) register(o *optionSet) {
 	o.Size(&f.chunk, "chunk-size", "REGEN_CHAOS_CHUNK_SIZE", 256<<10, "the gateways' shard chunk: small, so values of a few MiB span several stripes")
 	o.Size(&f.maxValue, "max-value", "REGEN_CHAOS_MAX_VALUE", 3<<20, "largest value written (values range from 1 KiB)")
 	o.Duration(&f.opTimeout, "op-timeout", "REGEN_CHAOS_OP_TIMEOUT", 20*time.Second, "a client gives up on an operation after this long (the operation is then indeterminate)")
+	o.Duration(&f.tombstoneGrace, "tombstone-grace", "REGEN_CHAOS_TOMBSTONE_GRACE", 0, "the shard servers' --tombstone-grace (0: regen dev's default, 1h): a few seconds collects deleted keys' tombstones during the run")
 	o.Duration(&f.healWait, "heal-wait", "REGEN_CHAOS_HEAL_WAIT", 30*time.Second, "longest wait for full redundancy after each fault before the next")
 	o.Duration(&f.healTimeout, "heal-timeout", "REGEN_CHAOS_HEAL_TIMEOUT", 2*time.Minute, "longest wait for full redundancy after the run, before the durability reads")
 	o.Duration(&f.checkTO, "check-timeout", "REGEN_CHAOS_CHECK_TIMEOUT", time.Minute, "time limit of the linearizability check of one key (undecided keys are reported as unknown)")
@@ -66,6 +68,8 @@ func (f *chaosFlags) Validate() error {
 		return badOption("chunk-size", "want 4KiB..64MiB")
 	case f.maxValue < 1<<10 || f.maxValue > 64<<20:
 		return badOption("max-value", "want 1KiB..64MiB")
+	case f.tombstoneGrace < 0:
+		return badOption("tombstone-grace", "must not be negative")
 	case f.opTimeout <= 0 || f.healWait <= 0 || f.healTimeout <= 0 || f.checkTO <= 0:
 		return badOption("op-timeout", "--op-timeout, --heal-wait, --heal-timeout and --check-timeout must be positive")
 	}
@@ -103,7 +107,7 @@ func runChaos(ctx context.Context, args []string, stdout io.Writer) error {
 	rand.Read(secret[:])
 	cfg := chaos.Config{
 		Dev: chaos.DevConfig{Bin: self, Dir: filepath.Join(dir, "cluster"), Shards: f.shards, ChunkSize: fmt.Sprint(f.chunk),
-			Skew: f.skew, AccessKey: "chaos", SecretKey: "chaos-" + hex.EncodeToString(secret[:]), Env: childEnv()},
+			Skew: f.skew, AccessKey: "chaos", SecretKey: "chaos-" + hex.EncodeToString(secret[:]), Env: childEnv(), TombstoneGrace: f.tombstoneGrace},
 		Duration: f.duration, Seed: uint64(f.seed), Clients: f.clients, Keys: f.keys, MaxValue: int(f.maxValue),
 		MaxDown: f.maxDown, OpTimeout: f.opTimeout, HealWait: f.healWait, HealTimeout: f.healTimeout,
 		CheckTimeout: f.checkTO, ReportDir: filepath.Join(dir, "report"),

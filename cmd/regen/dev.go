@@ -101,7 +101,8 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		args := []string{"--data", dir, "--join", gf.gossip, "--gossip-profile", gf.profile,
 			"--log-format", gf.logFormat, "--log-level", gf.logLevel}
 		args = append(args, rf.args()...)
-		return append(args, "--gc-delay", sf.gcDelay.String(), "--rollback-after", sf.rollbackAfter.String())
+		return append(args, "--gc-delay", sf.gcDelay.String(), "--rollback-after", sf.rollbackAfter.String(),
+			"--tombstone-grace", sf.tombstoneGrace.String())
 	}
 	if err := checkShardOptions(shardArgs(data), gf.secret); err != nil {
 		return err

@@ -33,6 +33,7 @@ type shardFlags struct {
 	logOptions
 	uploadMaxAge, uploadSweep time.Duration
 	gcDelay, rollbackAfter    time.Duration
+	tombstoneGrace            time.Duration
 	repair                    repairFlags
 	netLimit                  int64
 	limits                    limitFlags
@@ -80,6 +81,7 @@ func (f *shardFlags) registerGC(o *optionSet) {
 	def := shardserver.DefaultConfig()
 	o.Duration(&f.gcDelay, "gc-delay", "REGEN_GC_DELAY", def.GCDelay, "how long after a replacement its confirm job runs; a replaced version's shards go only once the replacement is confirmed")
 	o.Duration(&f.rollbackAfter, "rollback-after", "REGEN_ROLLBACK_AFTER", def.RollbackAfter, "roll back a replacing manifest that provably never reached a write quorum after this long; must outlast the slowest PUT")
+	o.Duration(&f.tombstoneGrace, "tombstone-grace", "REGEN_TOMBSTONE_GRACE", def.TombstoneGrace, "collect a delete's tombstone no sooner than this after it was stored, once every shard server holds it or nothing; must outlast any write in flight")
 }
 
 // validateGC checks what registerGC declared.
@@ -89,6 +91,9 @@ func (f *shardFlags) validateGC() error {
 	}
 	if f.rollbackAfter <= 0 {
 		return badOption("rollback-after", "must be positive")
+	}
+	if f.tombstoneGrace < shardserver.MinTombstoneGrace {
+		return badOption("tombstone-grace", "want at least "+shardserver.MinTombstoneGrace.String())
 	}
 	return nil
 }
@@ -181,7 +186,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg.DataDir, cfg.Secret, cfg.NodeID = f.data, f.secret, id
 	cfg.Logger, cfg.Registerer = log, reg
 	cfg.UploadMaxAge, cfg.UploadSweepInterval = f.uploadMaxAge, f.uploadSweep
-	cfg.GCDelay, cfg.RollbackAfter = f.gcDelay, f.rollbackAfter
+	cfg.GCDelay, cfg.RollbackAfter, cfg.TombstoneGrace = f.gcDelay, f.rollbackAfter, f.tombstoneGrace
 	// NB: the repair worker is made after the server; writes stored
 	// before it exists are covered by its full sync at start.
 	var mrf atomic.Pointer[repair.Worker]
@@ -201,6 +206,28 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 			return "", false
 		}
 		return m.HTTP, true
+	}
+	// NB: every shard server gossip has shown this process, dead ones
+	// included, but not one a live server was started to replace
+	// (--replaces): the operator has declared it gone for good.
+	cfg.Members = func() []string {
+		if node == nil {
+			return nil
+		}
+		all := node.Members()
+		replaced := map[string]bool{}
+		for _, m := range all {
+			if m.Alive() && m.Replaces != "" {
+				replaced[m.Replaces] = true
+			}
+		}
+		var ids []string
+		for _, m := range all {
+			if m.Role == cluster.RoleShard && m.HTTP != "" && !(replaced[m.ID] && !m.Alive()) {
+				ids = append(ids, m.ID)
+			}
+		}
+		return ids
 	}
 	// The drain flag survives restarts: it lives in the data dir and is
 	// advertised again at start.

@@ -37,6 +37,10 @@ type DevConfig struct {
 	// Env is the environment of every process (the caller removes the
 	// REGEN_* variables that would change the cluster).
 	Env []string
+	// TombstoneGrace, when positive, is the shard servers'
+	// --tombstone-grace: short, so that deletes are collected during the
+	// run and the checker sees whether a collected key stays deleted.
+	TombstoneGrace time.Duration
 }
 
 // proc is one process of the cluster the nemesis may kill.
@@ -123,8 +127,11 @@ func startDev(ctx context.Context, cfg DevConfig) (*DevCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(cfg.Bin, "dev", "--data", cfg.Dir, "--addr", addr, "--shards", strconv.Itoa(cfg.Shards),
-		"--chunk-size", cfg.ChunkSize)
+	args := []string{"dev", "--data", cfg.Dir, "--addr", addr, "--shards", strconv.Itoa(cfg.Shards), "--chunk-size", cfg.ChunkSize}
+	if cfg.TombstoneGrace > 0 {
+		args = append(args, "--tombstone-grace", cfg.TombstoneGrace.String())
+	}
+	cmd := exec.Command(cfg.Bin, args...)
 	cmd.Env = append(cfg.Env, "REGEN_ACCESS_KEY="+cfg.AccessKey, "REGEN_SECRET_KEY="+cfg.SecretKey)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = procAttr()

@@ -142,6 +142,13 @@ type Stats struct {
 	Previous       int64 `json:"previous"`
 	PreviousBytes  int64 `json:"previous_bytes"`
 	PreviousShards int64 `json:"previous_shards"`
+	// TombstoneJobs counts the tombstones queued on the node for
+	// collection, TombstonesCollected those it removed since it started
+	// (metadata.Stats), TombstoneChecksBlocked its checks that a server
+	// which did not answer blocked since it started.
+	TombstoneJobs          int64 `json:"tombstone_jobs"`
+	TombstonesCollected    int64 `json:"tombstones_collected"`
+	TombstoneChecksBlocked int64 `json:"tombstone_checks_blocked"`
 }
 
 // ErrorBody is the JSON body of every error response.

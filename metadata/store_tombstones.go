@@ -1,0 +1,183 @@
+package metadata
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Tombstone collection.
+//
+// A delete leaves a tombstone (a Deleted manifest) on the servers of the
+// key's placement. Once every shard server holds that tombstone or
+// nothing, and none holds anything older, the tombstone tells nobody
+// anything and the shard server collects it (shardserver/tombstones.go,
+// docs/CONSISTENCY.md "Tombstone collection"). The store keeps the queue
+// of tombstones to check, so the work is proportional to deletes (no
+// walk), and removes one exact tombstone on request.
+//
+// Keys (namespace 't' is unused elsewhere, see store_keys.go):
+//
+//	't' due(8, BE ns) esc(bucket) esc(key) version     tombstone job (JSON TombstoneJob)
+const nsTombstone byte = 't'
+
+// TombstoneJob asks the shard server to check, once due, whether the
+// tombstone Version of a key can be collected.
+type TombstoneJob struct {
+	Bucket  string  `json:"bucket"`
+	Key     string  `json:"key"`
+	Version Version `json:"version"`
+	// Due is when the job runs next.
+	Due time.Time `json:"due"`
+	// Attempts counts the runs that could not decide (a server did not
+	// answer, or one still held an older version); retries back off.
+	Attempts int `json:"attempts,omitempty"`
+}
+
+func tombstoneKey(j TombstoneJob) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{nsTombstone}, uint64(j.Due.UnixNano()))
+	k = appendEscaped(k, j.Bucket)
+	k = appendEscaped(k, j.Key)
+	return append(k, j.Version.String()...)
+}
+
+// Collectable reports whether m is a tombstone collection may ever remove:
+// a delete of the null version (an unversioned bucket's DELETE, a
+// suspended bucket's null delete). A versioned delete marker is a
+// version the user sees (ListObjectVersions), never collected.
+func Collectable(m *Manifest) bool {
+	return m != nil && m.Deleted && m.VersionID == "" && !m.Versioned
+}
+
+// EnqueueTombstone durably queues j to run at j.Due. Queuing the same
+// tombstone twice is harmless: a job re-reads the key when it runs.
+func (s *Store) EnqueueTombstone(ctx context.Context, j TombstoneJob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	val, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("metadata: enqueue tombstone: %w", err)
+	}
+	if err := s.db.Set(tombstoneKey(j), val, pebble.Sync); err != nil {
+		return fmt.Errorf("metadata: enqueue tombstone %s/%s: %w", j.Bucket, j.Key, err)
+	}
+	s.mu.Lock()
+	s.mu.stats.TombstoneJobs++
+	s.mu.Unlock()
+	return nil
+}
+
+// DueTombstones returns up to limit tombstone jobs due at or before now,
+// oldest first. They stay queued until DoneTombstones.
+func (s *Store) DueTombstones(ctx context.Context, now time.Time, limit int) ([]TombstoneJob, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lo := []byte{nsTombstone}
+	hi := binary.BigEndian.AppendUint64([]byte{nsTombstone}, uint64(now.UnixNano())+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: due tombstones: %w", err)
+	}
+	defer it.Close()
+	var out []TombstoneJob
+	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+		var j TombstoneJob
+		if err := json.Unmarshal(it.Value(), &j); err != nil {
+			return nil, fmt.Errorf("%w: tombstone job %q: %w", ErrCorruptRecord, it.Key(), err)
+		}
+		// NB: the key is authoritative for Due (DoneTombstones recomputes it).
+		if !bytes.Equal(tombstoneKey(j), it.Key()) {
+			return nil, fmt.Errorf("%w: tombstone job %q does not match its key", ErrCorruptRecord, it.Key())
+		}
+		out = append(out, j)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("metadata: due tombstones: %w", err)
+	}
+	return out, nil
+}
+
+// DoneTombstones removes jobs from the queue and queues next (retries,
+// with their new Due) in the same synced batch, so a crash repeats a job
+// rather than losing it.
+func (s *Store) DoneTombstones(ctx context.Context, done []TombstoneJob, next []TombstoneJob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, j := range next {
+		val, err := json.Marshal(j)
+		if err != nil {
+			return fmt.Errorf("metadata: requeue tombstone: %w", err)
+		}
+		if err := b.Set(tombstoneKey(j), val, nil); err != nil {
+			return fmt.Errorf("metadata: requeue tombstone: %w", err)
+		}
+	}
+	for _, j := range done {
+		if err := b.Delete(tombstoneKey(j), nil); err != nil {
+			return fmt.Errorf("metadata: done tombstone: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("metadata: done tombstones: %w", err)
+	}
+	s.mu.Lock()
+	s.mu.stats.TombstoneJobs += int64(len(next) - len(done))
+	s.mu.Unlock()
+	return nil
+}
+
+// RemoveTombstone removes the manifest of (bucket, key) if it is exactly
+// the collectable tombstone v, current, with no previous version under it;
+// it reports whether it removed it. Anything else (a newer write, an
+// older version kept under the tombstone, no manifest at all) is left
+// as it is, so the call is idempotent and never takes away a version a
+// reader could count.
+func (s *Store) RemoveTombstone(ctx context.Context, bucket, key string, v Version) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	unlock := s.lockKey(manifestKey(bucket, key))
+	defer unlock()
+	cur, prev, err := s.versionsLocked(bucket, key)
+	if err != nil {
+		return false, ignoreNotFound(err)
+	}
+	if cur.Version != v || !Collectable(cur) || len(prev) > 0 {
+		return false, nil
+	}
+	if err := s.writeVersions(bucket, key, cur, nil, nil, nil); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	s.mu.stats.TombstonesCollected++
+	s.mu.Unlock()
+	return true, nil
+}
+
+// countTombstoneJobs counts the queued tombstone jobs (at Open).
+func (s *Store) countTombstoneJobs() (int64, error) {
+	lo := []byte{nsTombstone}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixSuccessor(lo)})
+	if err != nil {
+		return 0, fmt.Errorf("metadata: count tombstone jobs: %w", err)
+	}
+	defer it.Close()
+	var n int64
+	for valid := it.First(); valid; valid = it.Next() {
+		n++
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("metadata: count tombstone jobs: %w", err)
+	}
+	return n, nil
+}
