@@ -54,8 +54,15 @@ func Collectable(m *Manifest) bool {
 	return m != nil && m.Deleted && m.VersionID == "" && !m.Versioned
 }
 
-// EnqueueTombstone durably queues j to run at j.Due. Queuing the same
-// tombstone twice is harmless: a job re-reads the key when it runs.
+// EnqueueTombstone queues j to run at j.Due. Queuing the same tombstone
+// twice is harmless: a job re-reads the key when it runs.
+//
+// The write is not synced on its own: every delete stores a tombstone
+// on each of its servers, and an fsync more per tombstone would slow
+// every delete for the sake of garbage. The job is in pebble's log at
+// once (a process crash keeps it) and durable with the next synced write
+// (any manifest or queue write); a machine crash in between loses it,
+// and that tombstone then stays, which is the safe side.
 func (s *Store) EnqueueTombstone(ctx context.Context, j TombstoneJob) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -64,7 +71,7 @@ func (s *Store) EnqueueTombstone(ctx context.Context, j TombstoneJob) error {
 	if err != nil {
 		return fmt.Errorf("metadata: enqueue tombstone: %w", err)
 	}
-	if err := s.db.Set(tombstoneKey(j), val, pebble.Sync); err != nil {
+	if err := s.db.Set(tombstoneKey(j), val, pebble.NoSync); err != nil {
 		return fmt.Errorf("metadata: enqueue tombstone %s/%s: %w", j.Bucket, j.Key, err)
 	}
 	s.mu.Lock()

@@ -19,7 +19,7 @@ import (
 // chaosFlags are the options of `regen chaos`.
 type chaosFlags struct {
 	duration, skew, opTimeout      time.Duration
-	tombstoneGrace                 time.Duration
+	tombstoneGrace, gcDelay        time.Duration
 	healWait, healTimeout, checkTO time.Duration
 	seed, clients, keys, shards    int
 	maxDown                        int
@@ -40,6 +40,7 @@ func (f *chaosFlags) register(o *optionSet) {
 	o.Size(&f.maxValue, "max-value", "REGEN_CHAOS_MAX_VALUE", 3<<20, "largest value written (values range from 1 KiB)")
 	o.Duration(&f.opTimeout, "op-timeout", "REGEN_CHAOS_OP_TIMEOUT", 20*time.Second, "a client gives up on an operation after this long (the operation is then indeterminate)")
 	o.Duration(&f.tombstoneGrace, "tombstone-grace", "REGEN_CHAOS_TOMBSTONE_GRACE", 0, "the shard servers' --tombstone-grace (0: regen dev's default, 1h): a few seconds collects deleted keys' tombstones during the run")
+	o.Duration(&f.gcDelay, "gc-delay", "REGEN_CHAOS_GC_DELAY", 0, "the shard servers' --gc-delay (0: regen dev's default, 1m); tombstones go only after it")
 	o.Duration(&f.healWait, "heal-wait", "REGEN_CHAOS_HEAL_WAIT", 30*time.Second, "longest wait for full redundancy after each fault before the next")
 	o.Duration(&f.healTimeout, "heal-timeout", "REGEN_CHAOS_HEAL_TIMEOUT", 2*time.Minute, "longest wait for full redundancy after the run, before the durability reads")
 	o.Duration(&f.checkTO, "check-timeout", "REGEN_CHAOS_CHECK_TIMEOUT", time.Minute, "time limit of the linearizability check of one key (undecided keys are reported as unknown)")
@@ -68,8 +69,8 @@ func (f *chaosFlags) Validate() error {
 		return badOption("chunk-size", "want 4KiB..64MiB")
 	case f.maxValue < 1<<10 || f.maxValue > 64<<20:
 		return badOption("max-value", "want 1KiB..64MiB")
-	case f.tombstoneGrace < 0:
-		return badOption("tombstone-grace", "must not be negative")
+	case f.tombstoneGrace < 0 || f.gcDelay < 0:
+		return badOption("tombstone-grace", "--tombstone-grace and --gc-delay must not be negative")
 	case f.opTimeout <= 0 || f.healWait <= 0 || f.healTimeout <= 0 || f.checkTO <= 0:
 		return badOption("op-timeout", "--op-timeout, --heal-wait, --heal-timeout and --check-timeout must be positive")
 	}
@@ -107,7 +108,7 @@ func runChaos(ctx context.Context, args []string, stdout io.Writer) error {
 	rand.Read(secret[:])
 	cfg := chaos.Config{
 		Dev: chaos.DevConfig{Bin: self, Dir: filepath.Join(dir, "cluster"), Shards: f.shards, ChunkSize: fmt.Sprint(f.chunk),
-			Skew: f.skew, AccessKey: "chaos", SecretKey: "chaos-" + hex.EncodeToString(secret[:]), Env: childEnv(), TombstoneGrace: f.tombstoneGrace},
+			Skew: f.skew, AccessKey: "chaos", SecretKey: "chaos-" + hex.EncodeToString(secret[:]), Env: childEnv(), TombstoneGrace: f.tombstoneGrace, GCDelay: f.gcDelay},
 		Duration: f.duration, Seed: uint64(f.seed), Clients: f.clients, Keys: f.keys, MaxValue: int(f.maxValue),
 		MaxDown: f.maxDown, OpTimeout: f.opTimeout, HealWait: f.healWait, HealTimeout: f.healTimeout,
 		CheckTimeout: f.checkTO, ReportDir: filepath.Join(dir, "report"),
@@ -211,13 +212,14 @@ func chaosJSON(r chaos.RunResult) any {
 		Heals          int             `json:"heals"`
 		HealTimeouts   int             `json:"heal_timeouts"`
 		FinalHeal      float64         `json:"final_heal_seconds"`
+		Tombstones     int64           `json:"tombstones_collected"`
 		Illegal        []string        `json:"illegal,omitempty"`
 		Visualizations []string        `json:"visualizations,omitempty"`
 		ReportDir      string          `json:"report_dir,omitempty"`
 		Findings       []chaos.Finding `json:"findings,omitempty"`
 	}{r.Ops, r.Acked, r.Report.Failed, r.Lost, r.Stale, r.Resurrected, r.Violations, r.MaxHealSeconds, r.Seed, r.Duration,
 		r.Corrupt, r.Conflicts, r.Unreadable, r.Unknown, r.Keys, r.Refused, r.Faults, r.Heals, r.HealTimeouts, r.FinalHealSeconds,
-		r.Illegal, r.Visualizations, r.ReportDir, r.Findings}
+		r.TombstonesCollected, r.Illegal, r.Visualizations, r.ReportDir, r.Findings}
 }
 
 func printChaos(w io.Writer, r chaos.RunResult) {
@@ -231,6 +233,9 @@ func printChaos(w io.Writer, r chaos.RunResult) {
 	}
 	if r.Heals > 0 || r.FinalHealSeconds >= 0 { // not for --check
 		fmt.Fprintf(w, "  heal to full redundancy: max %.1fs over %d heals (%d not in time), after the run %s\n", r.MaxHealSeconds, r.Heals, r.HealTimeouts, final)
+	}
+	if r.TombstonesCollected > 0 {
+		fmt.Fprintf(w, "  tombstones collected: %d (servers' removals, since their last start)\n", r.TombstonesCollected)
 	}
 	for _, f := range r.Findings {
 		fmt.Fprintf(w, "\n  %s\n", strings.ReplaceAll(f.String(), "\n", "\n  "))

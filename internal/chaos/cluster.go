@@ -41,6 +41,10 @@ type DevConfig struct {
 	// --tombstone-grace: short, so that deletes are collected during the
 	// run and the checker sees whether a collected key stays deleted.
 	TombstoneGrace time.Duration
+	// GCDelay, when positive, is the shard servers' --gc-delay: a
+	// tombstone is collected only once the confirm job (GCDelay after the
+	// delete) dropped what it replaced, so a short run needs it short too.
+	GCDelay time.Duration
 }
 
 // proc is one process of the cluster the nemesis may kill.
@@ -130,6 +134,9 @@ func startDev(ctx context.Context, cfg DevConfig) (*DevCluster, error) {
 	args := []string{"dev", "--data", cfg.Dir, "--addr", addr, "--shards", strconv.Itoa(cfg.Shards), "--chunk-size", cfg.ChunkSize}
 	if cfg.TombstoneGrace > 0 {
 		args = append(args, "--tombstone-grace", cfg.TombstoneGrace.String())
+	}
+	if cfg.GCDelay > 0 {
+		args = append(args, "--gc-delay", cfg.GCDelay.String())
 	}
 	cmd := exec.Command(cfg.Bin, args...)
 	cmd.Env = append(cfg.Env, "REGEN_ACCESS_KEY="+cfg.AccessKey, "REGEN_SECRET_KEY="+cfg.SecretKey)

@@ -55,11 +55,17 @@ type RunResult struct {
 	// FinalHealSeconds is the heal after the run; -1 when the cluster was
 	// not fully redundant within HealTimeout.
 	FinalHealSeconds float64 `json:"final_heal_seconds"`
-	Heals            int     `json:"heals"`
-	HealTimeouts     int     `json:"heal_timeouts"`
-	Refused          int64   `json:"refused"` // operations not sent: gateway down
-	Faults           int     `json:"faults"`
-	ReportDir        string  `json:"report_dir,omitempty"`
+	// TombstonesCollected is what the admin status reports collected
+	// after the heal (a lower bound: a restarted server counts from its
+	// restart): with a short --tombstone-grace, deleted keys whose
+	// tombstones went during the run, and the checker judged what came
+	// after.
+	TombstonesCollected int64  `json:"tombstones_collected"`
+	Heals               int    `json:"heals"`
+	HealTimeouts        int    `json:"heal_timeouts"`
+	Refused             int64  `json:"refused"` // operations not sent: gateway down
+	Faults              int    `json:"faults"`
+	ReportDir           string `json:"report_dir,omitempty"`
 }
 
 // Failed reports whether the run found anything wrong.
@@ -159,6 +165,9 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
+	}
+	if st, err := cl.Status(ctx); err == nil {
+		res.TombstonesCollected = st.TombstonesCollected
 	}
 	heals, timeouts := nem.Heals()
 	res.Heals, res.HealTimeouts = len(heals), timeouts

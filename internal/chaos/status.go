@@ -10,6 +10,9 @@ type Status struct {
 	Nodes   []NodeStatus  `json:"nodes"`
 	Stripes *StripeStatus `json:"stripes,omitempty"`
 	Repair  *RepairStatus `json:"repair,omitempty"`
+	// TombstonesCollected sums the tombstones the live shard servers
+	// collected since they (last) started.
+	TombstonesCollected int64 `json:"tombstones_collected"`
 }
 
 // NodeStatus is one member in a Status, with the error of its stats call.
