@@ -176,6 +176,14 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	log = log.With("node", id)
+	if f.tombstoneGrace < f.rollbackAfter {
+		// NB: allowed (tests and chaos runs collect within seconds), but
+		// --rollback-after is what the cluster assumes the slowest PUT
+		// takes, and a grace shorter than a write can live lets a late
+		// write of a deleted object land where nothing refuses it.
+		log.Warn("--tombstone-grace is shorter than --rollback-after: a write still in flight could bring a deleted object back",
+			"tombstone_grace", f.tombstoneGrace, "rollback_after", f.rollbackAfter)
+	}
 	if err := servePprof(ctx, f.pprof, log); err != nil {
 		return err
 	}
