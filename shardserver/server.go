@@ -43,6 +43,10 @@ type Server struct {
 	// tombBlocked counts tombstone checks a silent server blocked (for
 	// the stats: an operator sees why tombstones stay).
 	tombBlocked atomic.Int64
+	// runStart is when Run started (zero until then); tombstone checks
+	// wait for the gossip view to settle after it. Only Run's goroutine
+	// touches it.
+	runStart time.Time
 
 	handler   http.Handler
 	closeOnce sync.Once
@@ -190,6 +194,7 @@ func (s *Server) Run(ctx context.Context) error {
 	uploads := time.NewTicker(s.cfg.UploadSweepInterval)
 	defer uploads.Stop()
 	var lastConfirms time.Time
+	s.runStart = s.now()
 	for {
 		select {
 		case <-ctx.Done():

@@ -63,6 +63,11 @@ type tombstoneAPI interface {
 // tombCallTimeout bounds one peer's answer in a collection round.
 const tombCallTimeout = 30 * time.Second
 
+// membersSettle is how long after it starts a server waits before it
+// checks tombstones: a joining process learns the live members in its
+// first gossip exchange, and a minute leaves room for a slow one.
+const membersSettle = time.Minute
+
 // tombVerdict is what one check of a tombstone found.
 type tombVerdict int
 
@@ -158,6 +163,12 @@ func (s *Server) tombRetry(attempts int) time.Duration {
 func (s *Server) runTombstones(ctx context.Context) (int, error) {
 	if s.cfg.Members == nil {
 		return 0, nil // nobody to ask: nothing can be proven
+	}
+	if !s.runStart.IsZero() && s.now().Sub(s.runStart) < membersSettle {
+		// NB: a process that just started knows only the servers gossip
+		// has shown it so far; one it has not heard of yet would not be
+		// asked.
+		return 0, nil
 	}
 	collected := 0
 	for {
