@@ -32,6 +32,11 @@ func (s *Server) abortManifest(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Info("aborted failed manifest write", "bucket", bucket, "key", key, "version", v.String())
 		s.enqueueGarbage(r.Context(), garbage(failed, restored, s.cfg.NodeID), s.now().Add(s.cfg.GCDelay))
+		if metadata.Collectable(restored) {
+			// A tombstone current again: its earlier check ended when the
+			// failed write replaced it.
+			s.enqueueTombstone(r.Context(), restored)
+		}
 	}
 	shardrpc.WriteJSON(w, http.StatusOK, struct{}{})
 }

@@ -255,6 +255,9 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool,
 		s.log.Warn("rolled back unconfirmed manifest", "bucket", j.Bucket, "key", j.Key,
 			"failed", failed.Version.String(), "restored", restored.Version.String(), "holders", t.holders[failed.Version], "unreachable", t.unreachable)
 		s.enqueueGarbage(ctx, garbage(failed, restored, s.cfg.NodeID), s.now().Add(s.cfg.GCDelay))
+		if metadata.Collectable(restored) {
+			s.enqueueTombstone(ctx, restored) // its check ended when it was replaced
+		}
 		if len(prev) > 1 {
 			// The restored version replaced older ones here; it needs
 			// confirming in turn.
