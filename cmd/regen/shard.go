@@ -93,7 +93,7 @@ func (f *shardFlags) validateGC() error {
 		return badOption("rollback-after", "must be positive")
 	}
 	if f.tombstoneGrace < shardserver.MinTombstoneGrace {
-		return badOption("tombstone-grace", "want at least "+shardserver.MinTombstoneGrace.String())
+		return badOption("tombstone-grace", "want at least %s", shardserver.MinTombstoneGrace)
 	}
 	return nil
 }
