@@ -164,12 +164,12 @@ func (s *Server) runTombstones(ctx context.Context) (int, error) {
 	if s.cfg.Members == nil {
 		return 0, nil // nobody to ask: nothing can be proven
 	}
-	if !s.runStart.IsZero() && s.now().Sub(s.runStart) < membersSettle {
-		// NB: a process that just started knows only the servers gossip
-		// has shown it so far; one it has not heard of yet would not be
-		// asked.
-		return 0, nil
-	}
+	// NB: a process that just started knows only the servers gossip has
+	// shown it so far, and one it has not heard of yet would not be
+	// asked: until membersSettle has passed it only ends the jobs it can
+	// decide alone (the key gone or moved on here).
+	settled := s.runStart.Add(membersSettle)
+	settling := !s.runStart.IsZero() && s.now().Before(settled)
 	collected := 0
 	for {
 		jobs, err := s.meta.DueTombstones(ctx, s.now(), shardrpc.MaxBatch)
@@ -202,6 +202,10 @@ func (s *Server) runTombstones(ctx context.Context) (int, error) {
 			case len(prev) > 0:
 				retry(j) // replaced versions await their confirm job
 				s.m.tombstones.WithLabelValues(tombWait.String()).Inc()
+			case settling:
+				n := j
+				n.Due = settled
+				done, next = append(done, j), append(next, n)
 			default:
 				ref := j.Bucket + "\x00" + j.Key
 				if _, dup := jobOf[ref]; dup {

@@ -389,3 +389,16 @@ func TestJudgeTombstone(t *testing.T) {
 		})
 	}
 }
+
+func TestTombstoneChecksWaitForGossipAfterStart(t *testing.T) {
+	c := newTombCluster(t)
+	c.put(t, tomb9(10), first9[1:]...)
+	c.clock.advance(testTombGrace) // the check is due...
+	c.srv.runStart = c.clock.now() // ...but Run just started: the gossip view may be partial
+	if n := c.tick(t, time.Second); n != 0 || len(c.holders(t)) != 9 {
+		t.Fatalf("collected %d within the first %v of the process; holders %v", n, membersSettle, c.holders(t))
+	}
+	if n := c.tick(t, membersSettle); n != 1 || len(c.holders(t)) != 0 {
+		t.Fatalf("collected %d once the view settled; holders %v", n, c.holders(t))
+	}
+}
