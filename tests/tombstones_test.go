@@ -108,10 +108,12 @@ func TestTombstoneCollection(t *testing.T) {
 		}
 	}
 	gone("after the deletes", first, slices.Concat(second, []string{"keep"}))
+	start := time.Now()
 	waitFor(t, 3*time.Minute, "the tombstones to be collected", func() bool {
 		st := d.tombStatus(t)
 		return st.Tombstones == 0 && st.Jobs == 0 && st.Collected >= int64(len(first))
 	})
+	t.Logf("collected %s after the deletes", time.Since(start).Round(time.Second))
 	gone("after collection", first, slices.Concat(second, []string{"keep"}))
 
 	// One server down during the DELETE, holding the deleted versions.
@@ -151,11 +153,13 @@ func TestTombstoneCollection(t *testing.T) {
 	}
 
 	d.restartShard(x, args)
+	start = time.Now()
 	waitFor(t, time.Minute, "the shard server to be back", func() bool { return d.deadShards(t) == 0 })
 	waitFor(t, 3*time.Minute, "the tombstones to be collected after the return", func() bool {
 		st := d.tombStatus(t)
 		return st.Tombstones == 0 && st.Jobs == 0
 	})
+	t.Logf("collected %s after the restart", time.Since(start).Round(time.Second))
 	gone("after the return and collection", slices.Concat(first, second), []string{"keep"})
 	for _, k := range second {
 		if _, _, err := sc.GetManifestVersions(ctx(t), xAddr, bucket, k); !errors.Is(err, shardrpc.ErrNotFound) {
