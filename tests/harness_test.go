@@ -332,6 +332,7 @@ type statusView struct {
 		Noncurrent     int64 `json:"noncurrent_expired"`
 		Markers        int64 `json:"delete_markers_removed"`
 	} `json:"lifecycle"`
+	tombStatus
 }
 
 // adminStatus runs `regen admin status --json` against the cluster, as an

@@ -2,11 +2,9 @@ package tests
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -27,16 +25,7 @@ type tombStatus struct {
 
 func (d *devCluster) tombStatus(t *testing.T) tombStatus {
 	t.Helper()
-	out, err := exec.Command(regenBin, "admin", "status", "--json", "--endpoint", d.info.Endpoint,
-		"--access-key", d.info.AccessKey, "--secret-key", d.info.SecretKey).Output()
-	if err != nil {
-		t.Fatalf("regen admin status: %v", err)
-	}
-	var st tombStatus
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("regen admin status --json: %v\n%s", err, out)
-	}
-	return st
+	return d.adminStatus(t).tombStatus
 }
 
 // TestTombstoneCollection deletes keys and waits until their tombstones
