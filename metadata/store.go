@@ -63,7 +63,8 @@ type Store struct {
 
 	mu struct {
 		sync.Mutex
-		stats Stats // kept in memory; rebuilt by a scan at Open
+		stats   Stats    // kept in memory; rebuilt by a scan at Open
+		digests *Digests // likewise (store_digest.go)
 	}
 }
 
@@ -318,15 +319,27 @@ func (s *Store) rebuildStats() error {
 	}
 	defer it.Close()
 	var st Stats
+	digests := NewDigests(s.nodeID)
+	index, err := s.newRangeIndexBuilder()
+	if err != nil {
+		return err
+	}
 	for valid := it.First(); valid; valid = it.Next() {
 		m, err := decodeManifest(it.Value())
 		if err != nil {
 			return fmt.Errorf("%w: key %q: %w", ErrCorruptRecord, it.Key(), err)
 		}
 		st.add(m, +1, s.nodeID)
+		digests.Toggle(m)
+		if err := index.add(m); err != nil {
+			return err
+		}
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("metadata: scan stats: %w", err)
+	}
+	if err := index.finish(); err != nil {
+		return err
 	}
 	lo = []byte{nsPrevious}
 	pit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixSuccessor(lo)})
@@ -349,6 +362,7 @@ func (s *Store) rebuildStats() error {
 	}
 	s.mu.Lock()
 	s.mu.stats = st
+	s.mu.digests = digests
 	s.mu.Unlock()
 	return nil
 }

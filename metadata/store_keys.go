@@ -19,6 +19,7 @@ import (
 //	'u', 'r'                       multipart uploads and parts (store_multipart.go)
 //	'l' name                       walk cursors, this server's own (store_cursor.go)
 //	't' due esc(bucket) esc(key) version  tombstone jobs (store_tombstones.go)
+//	'h'                            range index of the anti-entropy digests (store_digest.go)
 //
 // esc escapes 0x00 as 0x00 0xFF and terminates the string with 0x00 0x01.
 // That keeps byte order (a string sorts before any longer string it is a

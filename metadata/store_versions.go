@@ -403,10 +403,14 @@ func (s *Store) writeVersions(bucket, key string, oldCur *Manifest, oldPrev []*M
 			}
 		}
 	}
+	if err := s.indexChange(b, oldCur, newCur); err != nil {
+		return fail(err)
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fail(err)
 	}
 	s.mu.Lock()
+	s.digestChange(oldCur, newCur)
 	if oldCur != newCur {
 		s.mu.stats.add(oldCur, -1, s.nodeID)
 		s.mu.stats.add(newCur, +1, s.nodeID)

@@ -17,12 +17,12 @@ import (
 //
 // A PUT is acknowledged with k+1 of n shards and manifests when some of
 // its servers are down: until it is healed, the object survives n-k-1
-// more failures instead of n-k. The full manifest sync that a server's
-// return starts (runSync) finds such writes too, but only after the next
-// repair scan notices the return (--repair-scan, 30 s by default), a
-// settling pause, and a walk over every manifest with a question to every
-// peer of each; the periodic sync (--sync-interval) and the repair grace
-// are minutes. The MRF heals them as soon as gossip shows the server back.
+// more failures instead of n-k. The manifest sync that a server's return
+// starts (runSync) finds such writes too, but only after the next repair
+// scan notices the return (--repair-scan, 30 s by default), a settling
+// pause, and a comparison of range digests with every peer; the periodic
+// sync (--sync-interval) and the repair grace are minutes. The MRF heals
+// them as soon as gossip shows the server back.
 //
 // Each server notes the writes it stores whose placement names a server
 // that is not live in its gossip view (NoteWrite), and keeps the writes of
@@ -40,7 +40,10 @@ import (
 // until it expires after mrfMaxAge, which leaves it to the periodic sync.
 //
 // The queue lives in memory: a server that restarts loses its notes, and
-// the full sync at its start and the other holders' notes cover them.
+// the sync at its start and the other holders' notes cover them. It does
+// not replace the periodic sync: a write that failed on a server gossip
+// kept for live (a transient error, a full disk) is noted nowhere, and
+// only a comparison of what the servers hold finds it.
 
 const (
 	// mrfWindow is how long the writes of a server are remembered in case

@@ -2,6 +2,7 @@ package repair
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,8 @@ type metrics struct {
 	bytes                                              prometheus.Counter
 	decisions                                          *prometheus.CounterVec
 	scrubBytes, scrubCorrupt                           prometheus.Counter
+	syncRanges, syncDiffering, syncKeys, syncCalls     prometheus.Counter
+	syncSeconds                                        prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,12 +46,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		bytes:  c("bytes_moved_total", "Bytes moved between servers by repairs."),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "regen", Subsystem: "repair", Name: "decisions_total",
 			Help: "Planner decisions, by method (or waiting)."}, []string{"method"}),
-		scrubBytes:   c("scrub_bytes_total", "Shard bytes read and verified by the scrubber."),
-		scrubCorrupt: c("scrub_corrupt_total", "Corrupt or missing shards the scrubber found."),
+		scrubBytes:    c("scrub_bytes_total", "Shard bytes read and verified by the scrubber."),
+		scrubCorrupt:  c("scrub_corrupt_total", "Corrupt or missing shards the scrubber found."),
+		syncRanges:    c("sync_ranges_compared_total", "Digest ranges the manifest sync compared with peers."),
+		syncDiffering: c("sync_ranges_differing_total", "Compared digest ranges that differed."),
+		syncKeys:      c("sync_keys_total", "Keys the manifest sync checked with their peers (in differing ranges)."),
+		syncCalls:     c("sync_manifest_calls_total", "Manifest and shard calls the manifest sync made to peers for the keys it checked."),
+		syncSeconds:   g("sync_seconds", "Duration of the last range-comparison sync."),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.stripesTotal, m.stripesDegraded, m.lostShards, m.waiting, m.queued,
-			m.running, m.doneC, m.failed, m.bytes, m.decisions, m.scrubBytes, m.scrubCorrupt} {
+			m.running, m.doneC, m.failed, m.bytes, m.decisions, m.scrubBytes, m.scrubCorrupt,
+			m.syncRanges, m.syncDiffering, m.syncKeys, m.syncCalls, m.syncSeconds} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
@@ -76,7 +85,12 @@ func (w *Worker) Status() shardrpc.RepairStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := shardrpc.RepairStatus{NodeID: w.cfg.NodeID, Stripes: w.stripes, Repair: w.counts, Scrub: w.scrub,
-		Sync: shardrpc.SyncCounts{Full: w.syncsDone.Load(), Pending: w.syncAsked.Load() > w.syncAnswered.Load()}}
+		Sync: shardrpc.SyncCounts{Full: w.syncsDone.Load(), Pending: w.syncAsked.Load() > w.syncAnswered.Load(),
+			RangesCompared: w.syncStats.RangesCompared, RangesDiffering: w.syncStats.RangesDiffering,
+			KeysSynced: w.syncStats.KeysSynced, ManifestCalls: w.syncCalls.Load(), LastSeconds: w.syncStats.LastSeconds}}
+	if len(w.syncStats.Peers) > 0 {
+		st.Sync.Peers = maps.Clone(w.syncStats.Peers)
+	}
 	st.Repair.ByMethod = map[string]int64{}
 	for k, v := range w.counts.ByMethod {
 		st.Repair.ByMethod[k] = v

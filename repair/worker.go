@@ -48,11 +48,12 @@ type Config struct {
 	// cluster where nothing changed: the safety net of the skip rules.
 	// At or below ScanInterval (0, say) every scan walks.
 	FullScanInterval time.Duration
-	// SyncInterval is how often this server checks the writes made since
-	// its last such pass (up to one interval ago) with their live
-	// placement peers, so that a write that missed one live server (a
-	// transient error there) is healed although nobody died or came back
-	// (0: only the full syncs at start and when a peer returns).
+	// SyncInterval is how often this server compares the manifests it
+	// shares with each live peer (range digests: antientropy.go) and
+	// checks the keys that differ and were written over an interval ago,
+	// so that a write that missed one live server (a transient error
+	// there) is healed although nobody died or came back (0: only the
+	// syncs at start and when a peer returns).
 	SyncInterval time.Duration
 	// Method forces a method family: "auto" (choose by predicted time),
 	// "core", "push" or "pull".
@@ -202,6 +203,11 @@ type Worker struct {
 	// before the last full sync began, and the full syncs done: the
 	// status's Sync counts.
 	syncAsked, syncAnswered, syncsDone atomic.Int64
+	// syncCalls counts the manifest and shard calls the per-key sync
+	// rules made to peers; syncStats the range comparisons (guarded by
+	// mu).
+	syncCalls atomic.Int64
+	syncStats syncCounters
 	// syncSettle is how long an asked-for full sync first lets gossip
 	// settle (2 s; tests shorten it).
 	syncSettle time.Duration

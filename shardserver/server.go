@@ -156,6 +156,8 @@ func (s *Server) routes() http.Handler {
 		{"POST " + shardrpc.PathLeases, "acquire_lease", s.acquireLease},
 		{"DELETE " + shardrpc.PathLeases, "release_lease", s.releaseLease},
 		{"POST " + shardrpc.PathDrain, "drain", s.drain},
+		{"GET " + shardrpc.PathSyncDigest, "sync_digest", s.syncDigest},
+		{"POST " + shardrpc.PathSyncEntries, "sync_entries", s.syncEntries},
 	} {
 		api.HandleFunc(r.pattern, s.m.instrument(r.route, r.h))
 	}

@@ -43,7 +43,7 @@ func (f *repairFlags) register(o *optionSet, def repair.Config) {
 	o.Duration(&f.grace, "repair-grace", "REGEN_REPAIR_GRACE", def.Grace, "how long a shard server must be dead before its shards are rebuilt elsewhere")
 	o.Duration(&f.scan, "repair-scan", "REGEN_REPAIR_SCAN", def.ScanInterval, "how often local manifests are checked for lost shards")
 	o.Duration(&f.fullScan, "repair-full-scan", "REGEN_REPAIR_FULL_SCAN", def.FullScanInterval, "longest time between walks of every local manifest while nothing changes (a healthy cluster skips the walks); 0 = walk on every scan")
-	o.Duration(&f.sync, "sync-interval", "REGEN_SYNC_INTERVAL", def.SyncInterval, "how often recent writes are checked with their placement peers, so one a live server missed is healed; 0 = only when a peer returns")
+	o.Duration(&f.sync, "sync-interval", "REGEN_SYNC_INTERVAL", def.SyncInterval, "how often manifests are compared with the peers' (range digests), so a write a live server missed is healed; 0 = only at start and when a peer returns")
 	o.Int(&f.workers, "repair-workers", "REGEN_REPAIR_WORKERS", def.Workers, "repair jobs run at once on this server")
 	o.Rate(&f.rate, "repair-rate", "REGEN_REPAIR_RATE", def.Rate, "cluster-wide repair traffic cap, bytes/s (e.g. 100MiB); 0 = unlimited")
 	o.Rate(&f.scrubRate, "scrub-rate", "REGEN_SCRUB_RATE", def.ScrubRate, "bytes/s the scrubber reads to verify shards (e.g. 8MiB); 0 = off")

@@ -82,6 +82,29 @@ type SyncCounts struct {
 	// Pending is true from the moment a full sync is asked for until one
 	// that began after the asking has ended.
 	Pending bool `json:"pending,omitempty"`
+
+	// Range anti-entropy since start (syncs at start, on returns and
+	// periodic): digest ranges compared with peers and those that
+	// differed, keys checked with their peers because they differed,
+	// and the manifest and shard calls the sync made to peers for them
+	// (not the MRF queue's). LastSeconds is the last sync's duration.
+	RangesCompared  int64   `json:"ranges_compared,omitempty"`
+	RangesDiffering int64   `json:"ranges_differing,omitempty"`
+	KeysSynced      int64   `json:"keys_synced,omitempty"`
+	ManifestCalls   int64   `json:"manifest_calls,omitempty"`
+	LastSeconds     float64 `json:"last_seconds,omitempty"`
+	// Peers is the last comparison with each peer, by node ID.
+	Peers map[string]PeerSync `json:"peers,omitempty"`
+}
+
+// PeerSync is a server's last range comparison with one peer.
+type PeerSync struct {
+	Compared  int64   `json:"ranges_compared"`
+	Differing int64   `json:"ranges_differing"`
+	Keys      int64   `json:"keys"` // local keys the peer lacked at their version
+	Seconds   float64 `json:"seconds"`
+	At        string  `json:"at"` // RFC 3339
+	Err       string  `json:"error,omitempty"`
 }
 
 // RepairCounts count repair jobs (one per object version) since start.

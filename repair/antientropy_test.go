@@ -1,0 +1,298 @@
+package repair
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// aeCluster is shard servers holding many keys, in memory: every
+// server's current manifests, and the calls made to them.
+type aeCluster struct {
+	mu      sync.Mutex
+	members []cluster.Member
+	held    map[string]map[metadata.ObjectRef]*metadata.Manifest // addr -> current manifests
+	self    string                                               // this server's addr
+	gets    int                                                  // GetManifest calls to peers
+	puts    map[string][]string                                  // addr -> keys given
+	listed  map[string][]int                                     // addr -> ranges listed
+}
+
+func newAECluster(n int, keys int) *aeCluster {
+	c := &aeCluster{held: map[string]map[metadata.ObjectRef]*metadata.Manifest{}, self: "a0",
+		puts: map[string][]string{}, listed: map[string][]int{}}
+	var place []string
+	for i := range n {
+		place = append(place, fmt.Sprintf("n%d", i))
+	}
+	for i := range n {
+		c.members = append(c.members, cluster.Member{ID: place[i], State: cluster.StateAlive, Since: time.Unix(100, 0),
+			Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: fmt.Sprintf("a%d", i), Boot: 1}})
+		c.held[fmt.Sprintf("a%d", i)] = map[metadata.ObjectRef]*metadata.Manifest{}
+	}
+	for k := range keys {
+		m := aeManifest(k, 10, place)
+		for i := range n {
+			c.held[fmt.Sprintf("a%d", i)][aeRef(k)] = m
+		}
+	}
+	return c
+}
+
+func aeRef(k int) metadata.ObjectRef {
+	return metadata.ObjectRef{Bucket: "b", Key: fmt.Sprintf("key-%05d", k)}
+}
+
+func aeManifest(k int, ts int64, place []string) *metadata.Manifest {
+	return &metadata.Manifest{Bucket: "b", Key: aeRef(k).Key, Version: metadata.Version{TS: ts, Writer: "gw"}, Code: "rs-6-3",
+		ChunkSize: 4096, Placement: place, Parts: []metadata.Part{{Number: 1, ID: fmt.Sprintf("f%d-%d", k, ts), Size: 100,
+			ShardCRC: make([]uint32, len(place))}}}
+}
+
+func (c *aeCluster) idOf(addr string) string { return "n" + addr[1:] }
+
+func (c *aeCluster) Members() []cluster.Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.members)
+}
+
+// The local store's side (Store and rangeStore).
+
+func (c *aeCluster) EachManifest(_ context.Context, fn func(*metadata.Manifest) error) error {
+	c.mu.Lock()
+	ms := slices.Collect(maps.Values(c.held[c.self]))
+	c.mu.Unlock()
+	for _, m := range ms {
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *aeCluster) GetManifest(_ context.Context, bucket, key string) (*metadata.Manifest, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.held[c.self][metadata.ObjectRef{Bucket: bucket, Key: key}]; m != nil {
+		return m, nil
+	}
+	return nil, metadata.ErrNotFound
+}
+
+func (c *aeCluster) RangeDigest(peer string) *metadata.RangeSums { return c.digest(c.self, peer) }
+
+func (c *aeCluster) RangeEntries(_ context.Context, peer string, ranges []int) ([]metadata.RangeEntry, error) {
+	return c.entries(c.self, peer, ranges), nil
+}
+
+func (c *aeCluster) digest(addr, peer string) *metadata.RangeSums {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := metadata.NewDigests(c.idOf(addr))
+	for _, m := range c.held[addr] {
+		d.Toggle(m)
+	}
+	return d.Peer(peer)
+}
+
+func (c *aeCluster) entries(addr, peer string, ranges []int) []metadata.RangeEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []metadata.RangeEntry
+	for _, m := range c.held[addr] {
+		if metadata.Shared(m, c.idOf(addr), peer) && slices.Contains(ranges, metadata.KeyRange(m.Bucket, m.Key)) {
+			out = append(out, metadata.RangeEntry{Bucket: m.Bucket, Key: m.Key, Version: m.Version})
+		}
+	}
+	return out
+}
+
+// aeShards is the peers' side (Shards and rangePeers).
+type aeShards struct{ c *aeCluster }
+
+func (s aeShards) PutShard(context.Context, string, string, int, io.Reader) (shardrpc.ShardInfo, error) {
+	return shardrpc.ShardInfo{}, nil
+}
+func (s aeShards) GetShard(context.Context, string, string, int, int64, int64) (io.ReadCloser, error) {
+	return nil, shardrpc.ErrNotFound
+}
+func (s aeShards) StatShard(context.Context, string, string, int) (shardrpc.ShardInfo, error) {
+	return shardrpc.ShardInfo{}, nil // every shard there (CRC 0, as the manifests say)
+}
+func (s aeShards) GetManifest(_ context.Context, addr, bucket, key string) (*metadata.Manifest, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	s.c.gets++
+	if m := s.c.held[addr][metadata.ObjectRef{Bucket: bucket, Key: key}]; m != nil {
+		return m, nil
+	}
+	return nil, shardrpc.ErrNotFound
+}
+func (s aeShards) PutManifest(_ context.Context, addr string, m *metadata.Manifest) (bool, metadata.Version, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	ref := metadata.ObjectRef{Bucket: m.Bucket, Key: m.Key}
+	if cur := s.c.held[addr][ref]; cur != nil && !cur.Version.Less(m.Version) {
+		return false, cur.Version, nil
+	}
+	s.c.held[addr][ref] = m
+	s.c.puts[addr] = append(s.c.puts[addr], m.Key)
+	return true, m.Version, nil
+}
+func (s aeShards) SyncDigest(_ context.Context, addr, peer string) (*metadata.RangeSums, error) {
+	return s.c.digest(addr, peer), nil
+}
+func (s aeShards) SyncEntries(_ context.Context, addr, peer string, ranges []int) ([]metadata.RangeEntry, error) {
+	s.c.mu.Lock()
+	s.c.listed[addr] = append(s.c.listed[addr], ranges...)
+	s.c.mu.Unlock()
+	return s.c.entries(addr, peer, ranges), nil
+}
+
+func newAEWorker(t *testing.T, c *aeCluster) *Worker {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.NodeID = "n0"
+	w, err := New(cfg, c, c, aeShards{c}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func rangesOf(keys []int) []int {
+	var out []int
+	for _, k := range keys {
+		r := aeRef(k)
+		out = append(out, metadata.KeyRange(r.Bucket, r.Key))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// A sync compares range sums with every peer, lists only the ranges that
+// differ, and runs the per-key rules only for the keys that differ: a
+// peer that missed overwrites and new keys gets them from the first
+// holder, and this server takes the newer versions it missed, while the
+// thousands of keys in step cost no call.
+func TestAntiEntropyDescendsOnlyIntoDifferences(t *testing.T) {
+	const keys = 2000
+	c := newAECluster(9, keys)
+	place := c.held["a0"][aeRef(0)].Placement
+	// n3 missed the overwrites of 10-14 and the new keys 20-22.
+	missed := []int{10, 11, 12, 13, 14, 20, 21, 22}
+	for _, k := range missed {
+		m := aeManifest(k, 20, place)
+		for i := range 9 {
+			if i != 3 {
+				c.held[fmt.Sprintf("a%d", i)][aeRef(k)] = m
+			}
+		}
+		if k >= 20 {
+			delete(c.held["a3"], aeRef(k))
+		}
+	}
+	// This server missed the overwrites of 30-33, every peer holds them.
+	behind := []int{30, 31, 32, 33}
+	for _, k := range behind {
+		m := aeManifest(k, 20, place)
+		for i := 1; i < 9; i++ {
+			c.held[fmt.Sprintf("a%d", i)][aeRef(k)] = m
+		}
+	}
+	w := newAEWorker(t, c)
+	var win syncWindow
+	n, err := w.antiEntropy(context.Background(), false, &win)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(behind) {
+		t.Errorf("stored %d newer versions here, want %d", n, len(behind))
+	}
+	for _, k := range behind {
+		if got := c.held["a0"][aeRef(k)].Version.TS; got != 20 {
+			t.Errorf("%s here at version %d, want 20", aeRef(k).Key, got)
+		}
+	}
+	for _, k := range missed {
+		if m := c.held["a3"][aeRef(k)]; m == nil || m.Version.TS != 20 {
+			t.Errorf("n3 was not given %s", aeRef(k).Key)
+		}
+	}
+	slices.Sort(c.puts["a3"])
+	var want []string
+	for _, k := range missed {
+		want = append(want, aeRef(k).Key)
+	}
+	if !slices.Equal(c.puts["a3"], want) {
+		t.Errorf("n3 given %v, want %v", c.puts["a3"], want)
+	}
+	// Only the ranges that differ were listed: n3's for its misses and
+	// this server's own, every peer's for this server's.
+	got := slices.Clone(c.listed["a3"])
+	slices.Sort(got)
+	if want := rangesOf(append(slices.Clone(missed), behind...)); !slices.Equal(got, want) {
+		t.Errorf("ranges listed by n3: %v, want %v", got, want)
+	}
+	if got, want := slices.Sorted(slices.Values(c.listed["a5"])), rangesOf(behind); !slices.Equal(got, want) {
+		t.Errorf("ranges listed by n5: %v, want %v", got, want)
+	}
+	// The per-key rules ask the 8 peers about each differing key, never
+	// about the keys in step.
+	if checked := len(missed) + len(behind); c.gets > checked*8 {
+		t.Errorf("%d manifest reads from peers for %d differing keys of %d", c.gets, checked, keys)
+	}
+	st := w.Status().Sync
+	if st.RangesCompared != 8*metadata.DigestRanges || st.KeysSynced != int64(len(missed)+len(behind)) || st.ManifestCalls == 0 {
+		t.Errorf("sync status %+v", st)
+	}
+	if p := st.Peers["n3"]; p.Differing != int64(len(rangesOf(append(slices.Clone(missed), behind...)))) || p.Err != "" {
+		t.Errorf("n3's comparison: %+v", p)
+	}
+
+	// In step now: a second sync lists nothing and asks nothing.
+	c.gets, c.listed = 0, map[string][]int{}
+	if _, err := w.antiEntropy(context.Background(), false, &win); err != nil {
+		t.Fatal(err)
+	}
+	if c.gets != 0 || len(c.listed) != 0 {
+		t.Errorf("a sync in step read %d manifests and listed %v", c.gets, c.listed)
+	}
+}
+
+// The periodic pass leaves keys written within the last interval to a
+// later pass (a write may still be reaching its servers), and checks
+// the older ones.
+func TestAntiEntropyPeriodicSkipsRecentWrites(t *testing.T) {
+	c := newAECluster(9, 100)
+	place := c.held["a0"][aeRef(0)].Placement
+	w := newAEWorker(t, c)
+	now := time.Unix(10000, 0)
+	w.now = func() time.Time { return now }
+	recent := aeManifest(1, now.Add(-time.Second).UnixNano(), place)
+	old := aeManifest(2, now.Add(-2*w.cfg.SyncInterval).UnixNano(), place)
+	for _, m := range []*metadata.Manifest{recent, old} {
+		for i := range 9 {
+			if i != 4 {
+				c.held[fmt.Sprintf("a%d", i)][metadata.ObjectRef{Bucket: m.Bucket, Key: m.Key}] = m
+			}
+		}
+	}
+	var win syncWindow
+	if _, err := w.antiEntropy(context.Background(), true, &win); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.puts["a4"]; !slices.Equal(got, []string{old.Key}) {
+		t.Errorf("n4 given %v, want only %s", got, old.Key)
+	}
+}

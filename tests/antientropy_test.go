@@ -1,0 +1,270 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/regen-s3/regen/metadata"
+)
+
+// A shard server that was stopped while keys were overwritten and deleted
+// is back in step after its restart, and the sync that brings it there
+// costs calls in proportion to the keys that changed, not to the objects
+// held (issue 18: every server's sync asked every peer about every
+// object, a 20-45 s storm at each restart over 1,000 objects). The range
+// digests (metadata/digest.go) let the servers find the few keys that
+// differ.
+func TestRestartSyncIsProportionalToChanges(t *testing.T) {
+	e2e(t)
+	const objects, overwrites, deletes = 3000, 20, 20
+	// The grace outlasts the test: the stopped server's shards are not
+	// rebuilt elsewhere, so only the sync changes its manifests.
+	d := startDev(t, "--repair-grace", "30m")
+	l := newLifecycle(t, d)
+	const bucket = "antientropy"
+	mustMakeBucket(t, l.c, bucket)
+	key := func(i int) string { return fmt.Sprintf("p%02d/obj-%05d", i%50, i) }
+	body := func(i, gen int) []byte { return bytes.Repeat([]byte{byte(i), byte(gen)}, 512) }
+	var g errgroup.Group
+	g.SetLimit(32)
+	for i := range objects {
+		g.Go(func() error {
+			_, err := l.c.PutObject(context.Background(), bucket, key(i), bytes.NewReader(body(i, 0)), 1024, minio.PutObjectOptions{DisableMultipart: true})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	l.waitSyncsSettled(t)
+
+	// Server x goes; the keys to change are among those it holds.
+	const x = 0
+	xs := d.info.Shards[x]
+	var changed []int
+	for i := 0; len(changed) < overwrites+deletes && i < objects; i++ {
+		if m, err := l.sc.GetManifest(ctx(t), xs.Addr, bucket, key(i)); err == nil && slices.Contains(m.Placement, xs.ID) {
+			changed = append(changed, i)
+		}
+	}
+	if len(changed) < overwrites+deletes {
+		t.Fatalf("server %s holds %d of the first keys, want %d", xs.ID, len(changed), overwrites+deletes)
+	}
+	before := l.syncCalls(t, x)
+	args := d.shardArgs(x)
+	d.killShard(x)
+	l.dead[x] = true
+	waitFor(t, 60*time.Second, "the gateway to see the server dead", func() bool { return d.deadShards(t) == 1 })
+	for _, i := range changed[:overwrites] {
+		if _, err := l.c.PutObject(ctx(t), bucket, key(i), bytes.NewReader(body(i, 1)), 1024, minio.PutObjectOptions{DisableMultipart: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range changed[overwrites:] {
+		if err := l.c.RemoveObject(ctx(t), bucket, key(i), minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What x must hold once in step: the newest version the others hold.
+	want := map[string]metadata.Version{}
+	for _, i := range changed {
+		var newest metadata.Version
+		for j, s := range d.info.Shards {
+			if j == x {
+				continue
+			}
+			if m, err := l.sc.GetManifest(ctx(t), s.Addr, bucket, key(i)); err == nil && newest.Less(m.Version) {
+				newest = m.Version
+			}
+		}
+		want[key(i)] = newest
+	}
+
+	d.restartShard(x, args)
+	l.dead[x] = false
+	var last string
+	waitFor(t, 120*time.Second, "the restarted server to hold the newest version of every changed key", func() bool {
+		for _, i := range changed {
+			m, err := l.sc.GetManifest(ctx(t), xs.Addr, bucket, key(i))
+			if err != nil || m.Version != want[key(i)] {
+				last = fmt.Sprintf("%s: %v (err %v), want %v", key(i), m, err, want[key(i)])
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("in step (last wait: %s)", last)
+	l.waitSyncsSettled(t)
+
+	// (a) Correct: the overwrites read back, the deletes stay deleted, and
+	// x holds a tombstone for each delete.
+	for _, i := range changed[:overwrites] {
+		if got := get(t, l.c, bucket, key(i), minio.GetObjectOptions{}); !bytes.Equal(got, body(i, 1)) {
+			t.Errorf("%s: read back the old value after the restart", key(i))
+		}
+	}
+	for _, i := range changed[overwrites:] {
+		if m, err := l.sc.GetManifest(ctx(t), xs.Addr, bucket, key(i)); err != nil || !m.Deleted {
+			t.Errorf("%s: server %s holds %+v (err %v), want its tombstone", key(i), xs.ID, m, err)
+		}
+		if _, err := l.c.StatObject(ctx(t), bucket, key(i), minio.StatObjectOptions{}); httpStatus(err) != 404 {
+			t.Errorf("%s: HEAD after the restart: %v, want 404", key(i), err)
+		}
+	}
+	// (b) Proportional: the calls every server's sync made to its peers,
+	// since before the stop (the restarted server counts from zero).
+	calls := l.syncCalls(t, -1) - before
+	t.Logf("manifest calls by the syncs of the restart: %d, for %d changed keys of %d objects", calls, len(changed), objects)
+	if limit := int64(30 * len(changed)); calls > limit {
+		t.Errorf("the syncs made %d manifest calls for %d changed keys of %d objects; want at most %d", calls, len(changed), objects, limit)
+	}
+}
+
+// syncCalls sums the manifest calls the sync rules made (repair status)
+// over the shard servers, leaving out server skip (-1: none).
+func (l *lifecycle) syncCalls(t *testing.T, skip int) int64 {
+	t.Helper()
+	var mu sync.Mutex
+	var sum int64
+	var g errgroup.Group
+	for i, s := range l.d.info.Shards {
+		if i == skip || l.dead[i] {
+			continue
+		}
+		g.Go(func() error {
+			st, err := l.sc.RepairStatus(ctx(t), s.Addr)
+			if err != nil {
+				return fmt.Errorf("repair status of shard %d: %w", i, err)
+			}
+			mu.Lock()
+			sum += st.Sync.ManifestCalls
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// TestMeasureRestartSync measures how long a restarted shard server takes
+// to be back in step with N objects in the cluster, and the manifest
+// calls the servers answered meanwhile. It is a measurement, not a check:
+// it runs only when REGEN_MEASURE_SYNC gives N, and REGEN_MEASURE_BIN may
+// name another regen binary to measure (an older build, for comparison):
+//
+//	REGEN_MEASURE_SYNC=5000 go test -count=1 -v -run TestMeasureRestartSync ./tests
+func TestMeasureRestartSync(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("REGEN_MEASURE_SYNC"))
+	if n <= 0 {
+		t.Skip("a measurement: set REGEN_MEASURE_SYNC to the number of objects")
+	}
+	e2e(t)
+	if b := os.Getenv("REGEN_MEASURE_BIN"); b != "" {
+		prev := regenBin
+		regenBin = b
+		t.Cleanup(func() { regenBin = prev })
+	}
+	d := startDev(t, "--repair-grace", "30m")
+	l := newLifecycle(t, d)
+	mustMakeBucket(t, l.c, "measure")
+	t0 := time.Now()
+	var g errgroup.Group
+	g.SetLimit(32)
+	for i := range n {
+		g.Go(func() error {
+			_, err := l.c.PutObject(context.Background(), "measure", fmt.Sprintf("p%03d/obj-%07d", i%100, i),
+				bytes.NewReader(bytes.Repeat([]byte{byte(i)}, 1024)), 1024, minio.PutObjectOptions{DisableMultipart: true})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d objects written in %s", n, time.Since(t0).Round(time.Millisecond))
+	l.waitSyncsSettled(t)
+
+	const x = 0
+	args := d.shardArgs(x)
+	d.killShard(x)
+	l.dead[x] = true
+	waitFor(t, 60*time.Second, "the gateway to see the server dead", func() bool { return d.deadShards(t) == 1 })
+	full := map[int]int64{}
+	for i, s := range d.info.Shards {
+		if i != x {
+			st, err := l.sc.RepairStatus(ctx(t), s.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full[i] = st.Sync.Full
+		}
+	}
+	calls0 := l.servedManifestCalls(t)
+	start := time.Now()
+	d.restartShard(x, args)
+	l.dead[x] = false
+	// In step: every server took every other for live at its last scan,
+	// and has done a sync since the return (the restarted one: its first)
+	// with none asked for and not done.
+	waitFor(t, 15*time.Minute, "every server's sync after the return", func() bool {
+		for i, s := range d.info.Shards {
+			st, err := l.sc.RepairStatus(context.Background(), s.Addr)
+			if err != nil || len(st.Stripes.UpSeen) != len(d.info.Shards) || st.Sync.Pending || st.Sync.Full <= full[i] {
+				return false
+			}
+		}
+		return true
+	})
+	took := time.Since(start)
+	t.Logf("RESULT objects=%d restart_to_in_step=%s manifest_calls_served=%d", n, took.Round(time.Millisecond), l.servedManifestCalls(t)-calls0)
+}
+
+// servedManifestCalls sums, over the live shard servers' metrics, the
+// manifest reads and writes and shard stats they answered.
+func (l *lifecycle) servedManifestCalls(t *testing.T) int64 {
+	t.Helper()
+	var sum int64
+	for i, s := range l.d.info.Shards {
+		if l.dead[i] {
+			continue
+		}
+		resp, err := http.Get("http://" + s.Addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(line, "regen_shardserver_request_duration_seconds_count{") {
+				continue
+			}
+			if !strings.Contains(line, `route="get_manifest"`) && !strings.Contains(line, `route="put_manifest"`) && !strings.Contains(line, `route="stat_shard"`) {
+				continue
+			}
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			sum += int64(v)
+		}
+	}
+	return sum
+}
