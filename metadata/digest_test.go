@@ -121,7 +121,10 @@ func TestKeyRangeSpreads(t *testing.T) {
 func TestStoreDigestIncrementalEqualsRebuild(t *testing.T) {
 	ctx := context.Background()
 	fs := vfs.NewMem()
-	s := openMem(t, fs, "n1")
+	s, err := Open("db", Options{FS: fs, NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var want []*Manifest // current manifests at the end
 	put := func(m *Manifest) {
 		t.Helper()
@@ -208,7 +211,10 @@ func TestStoreDigestIncrementalEqualsRebuild(t *testing.T) {
 func TestRangeIndexBuiltAtOpen(t *testing.T) {
 	ctx := context.Background()
 	fs := vfs.NewMem()
-	s := openMem(t, fs, "n1")
+	s, err := Open("db", Options{FS: fs, NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := obj("b", "k", 10, nodes5, "p")
 	if _, err := s.PutManifest(ctx, m); err != nil {
 		t.Fatal(err)
