@@ -98,8 +98,16 @@ func TestDigestOneDifference(t *testing.T) {
 	}
 }
 
-// Keys spread over the ranges: no range holds a large share.
+// Keys spread over the ranges: no range holds a large share, and keys
+// that differ in their last byte land in different ranges.
 func TestKeyRangeSpreads(t *testing.T) {
+	seq := map[int]bool{}
+	for i := range 200 {
+		seq[KeyRange("b", fmt.Sprintf("k%03d", i))] = true
+	}
+	if len(seq) < 180 {
+		t.Errorf("200 keys k000-k199 fell in %d ranges", len(seq))
+	}
 	count := map[int]int{}
 	for i := range 100000 {
 		count[KeyRange("bucket", fmt.Sprintf("prefix-%d/object-%d", i%100, i))]++
