@@ -125,6 +125,12 @@ type RepairStatus struct {
 	// it was (or how long it has run so far).
 	PredictedSeconds float64 `json:"predicted_seconds"`
 	ElapsedSeconds   float64 `json:"elapsed_seconds"`
+	// SyncPending counts the shard servers with a manifest sync asked
+	// for (at start, or because a peer came back) and not yet done: 0
+	// means every live server has answered the last return.
+	// SyncKeys sums the keys the range syncs found different and checked.
+	SyncPending int64 `json:"sync_pending"`
+	SyncKeys    int64 `json:"sync_keys"`
 
 	spans []batchSpan // the servers' batches, merged by clusterBatch
 }
@@ -224,6 +230,8 @@ func (g *Gateway) repairStatus(ctx context.Context, st *Status, members []cluste
 			repair.Running += r.Running
 			repair.Done += r.Done
 			repair.Failed += r.Failed
+			repair.SyncPending += r.SyncPending
+			repair.SyncKeys += r.SyncKeys
 			repair.BytesMoved += r.BytesMoved
 			repair.RateBytesPerSec += r.RateBytesPerSec
 			repair.ETASeconds = max(repair.ETASeconds, r.ETASeconds)

@@ -46,6 +46,10 @@ func (s shardRepairSource) RepairStatus(ctx context.Context, addr string) (Strip
 	r := RepairStatus{
 		Queued: st.Repair.Queued, Running: st.Repair.Running, Done: st.Repair.Done, Failed: st.Repair.Failed,
 		BytesMoved: st.Repair.BytesMoved, ETASeconds: st.Repair.Remaining, Methods: st.Repair.ByMethod,
+		SyncKeys: st.Sync.KeysSynced,
+	}
+	if st.Sync.Pending {
+		r.SyncPending = 1
 	}
 	if b := st.Batch; b != nil && b.Elapsed > 0 {
 		r.RateBytesPerSec = float64(b.Bytes) / b.Elapsed

@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
 )
 
 // The cluster's batch runs from the first server's start to the last
@@ -54,5 +57,31 @@ func TestSeenByAll(t *testing.T) {
 				t.Fatalf("seenByAll = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+type fakeRepairClient shardrpc.RepairStatus
+
+func (f fakeRepairClient) RepairStatus(context.Context, string) (shardrpc.RepairStatus, error) {
+	return shardrpc.RepairStatus(f), nil
+}
+
+// A server's pending manifest sync and the keys its range syncs checked
+// reach the admin status, so an operator (and scripts/scale-run.sh) can
+// tell when a returned server is back in step.
+func TestRepairStatusCarriesSync(t *testing.T) {
+	for _, pending := range []bool{false, true} {
+		src := shardRepairSource{fakeRepairClient{Sync: shardrpc.SyncCounts{Pending: pending, KeysSynced: 7}}}
+		_, r, err := src.RepairStatus(context.Background(), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(0)
+		if pending {
+			want = 1
+		}
+		if r.SyncPending != want || r.SyncKeys != 7 {
+			t.Fatalf("pending %v: status sync_pending %d, sync_keys %d; want %d, 7", pending, r.SyncPending, r.SyncKeys, want)
+		}
 	}
 }

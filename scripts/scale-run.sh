@@ -134,8 +134,10 @@ log "probing HEAD, listings and DeleteObjects"
 	--objects "$OBJECTS" --prefixes "$PREFIXES" --size "$SIZE" --delete "$DELETE" --json >"$OUT/probe.jsonl"
 
 # sync_pending: how many shard servers report a manifest sync asked for
-# and not yet done.
-sync_pending() { status | jq '[.nodes[] | select(.r == "shard" and (.sync.pending // false))] | length'; }
+# and not yet done (-1 while the restarted one is not live yet).
+sync_pending() {
+	status | jq --arg id "$1" 'if ([.nodes[] | select(.id == $id and .state == "alive")] | length) == 0 then -1 else .repair.sync_pending end'
+}
 
 log "restart: shard server 1 killed, started again after ${DOWN}s"
 victim_pid=$(jq -r '.shards[0].pid' "$DATA/dev.json")
@@ -146,9 +148,13 @@ secret=$(jq -r '.secret' "$DATA/dev.json")
 t0=$(now)
 REGEN_CLUSTER_SECRET=$secret "${cmdline[@]}" >>"$(jq -r '.shards[0].data' "$DATA/dev.json")/shard.log" 2>&1 &
 EXTRA_PIDS+=($!)
-sleep 2
-for _ in $(seq 1800); do
-	[ "$(sync_pending)" = 0 ] && break
+victim_id=$(jq -r '.shards[0].id' "$DATA/dev.json")
+# Back in sync: the restarted server is live, and no server has a sync
+# pending, the restarted one's own at start included. A gossip flap asks
+# for syncs too, so this can only be longer than the true time.
+sleep 1
+for _ in $(seq 3600); do
+	[ "$(sync_pending "$victim_id")" = 0 ] && break
 	sleep 0.5
 done
 resync_s=$(since "$t0")
