@@ -273,9 +273,13 @@ func (s *Server) checkTombstones(ctx context.Context, bucket string, ts []*metad
 			addr, ok = s.cfg.Peers(id)
 		}
 		if !ok {
+			// NB: under mu: the calls to the servers before this one
+			// are already appending their answers.
+			mu.Lock()
 			for i := range ts {
 				answers[i] = append(answers[i], tombAnswer{id: id, failed: true})
 			}
+			mu.Unlock()
 			continue
 		}
 		addrs[id] = addr
