@@ -22,10 +22,7 @@ func runBenchFill(ctx context.Context, args []string, stdout io.Writer) error {
 		asJSON bool
 		quiet  bool
 	)
-	o.String(&t.Endpoint, "endpoint", "REGEN_ENDPOINT", "http://127.0.0.1:9000", "S3 endpoint, http(s)://host:port")
-	o.String(&t.Access, "access", "REGEN_ACCESS_KEY", defaultAccessKey, "access key").alsoEnv("AWS_ACCESS_KEY_ID")
-	o.String(&t.Secret, "secret", "REGEN_SECRET_KEY", defaultSecretKey, "secret key").alsoEnv("AWS_SECRET_ACCESS_KEY")
-	o.String(&t.Region, "region", "", "us-east-1", "region to sign for")
+	targetFlags(o, &t)
 	o.String(&cfg.Bucket, "bucket", "", cfg.Bucket, "bucket to fill (made when missing, never emptied)")
 	o.Int(&cfg.Objects, "objects", "", cfg.Objects, "objects to write")
 	o.Int(&cfg.Start, "start", "", cfg.Start, "index of the first object (to resume a stopped load)")
@@ -92,10 +89,7 @@ func runBenchProbe(ctx context.Context, args []string, stdout io.Writer) error {
 		t      s3bench.Target
 		asJSON bool
 	)
-	o.String(&t.Endpoint, "endpoint", "REGEN_ENDPOINT", "http://127.0.0.1:9000", "S3 endpoint, http(s)://host:port")
-	o.String(&t.Access, "access", "REGEN_ACCESS_KEY", defaultAccessKey, "access key").alsoEnv("AWS_ACCESS_KEY_ID")
-	o.String(&t.Secret, "secret", "REGEN_SECRET_KEY", defaultSecretKey, "secret key").alsoEnv("AWS_SECRET_ACCESS_KEY")
-	o.String(&t.Region, "region", "", "us-east-1", "region to sign for")
+	targetFlags(o, &t)
 	o.String(&cfg.Bucket, "bucket", "", cfg.Bucket, "the filled bucket")
 	o.Int(&cfg.Objects, "objects", "", cfg.Objects, "objects in the bucket (the fill's indexes 0 to objects-1)")
 	o.Int(&cfg.Prefixes, "prefixes", "", cfg.Prefixes, "the fill's prefixes")

@@ -31,10 +31,7 @@ func runBenchS3(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, n := range cfg.Sizes {
 		defSizes = append(defSizes, fmtSize(n))
 	}
-	o.String(&t.Endpoint, "endpoint", "REGEN_ENDPOINT", "http://127.0.0.1:9000", "S3 endpoint, http(s)://host:port")
-	o.String(&t.Access, "access", "REGEN_ACCESS_KEY", defaultAccessKey, "access key").alsoEnv("AWS_ACCESS_KEY_ID")
-	o.String(&t.Secret, "secret", "REGEN_SECRET_KEY", defaultSecretKey, "secret key").alsoEnv("AWS_SECRET_ACCESS_KEY")
-	o.String(&t.Region, "region", "", "us-east-1", "region to sign for")
+	targetFlags(o, &t)
 	o.String(&cfg.Bucket, "bucket", "", "", "bucket to work in; it must be empty (default: a new bucket regen-bench-<random>, removed at the end)")
 	o.List(&workloads, "workloads", "", cfg.Workloads, "workload groups, comma-separated, of "+strings.Join(s3bench.AllWorkloads, ","))
 	o.List(&sizes, "sizes", "", defSizes, "PUT/GET object sizes, comma-separated (HEAD uses the first)")
@@ -264,4 +261,13 @@ func readResults(path string) ([]s3bench.Result, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// targetFlags declares the S3 endpoint and credentials of the bench
+// commands (s3, fill, probe), which talk to any S3 server.
+func targetFlags(o *optionSet, t *s3bench.Target) {
+	o.String(&t.Endpoint, "endpoint", "REGEN_ENDPOINT", "http://127.0.0.1:9000", "S3 endpoint, http(s)://host:port")
+	o.String(&t.Access, "access", "REGEN_ACCESS_KEY", defaultAccessKey, "access key").alsoEnv("AWS_ACCESS_KEY_ID")
+	o.String(&t.Secret, "secret", "REGEN_SECRET_KEY", defaultSecretKey, "secret key").alsoEnv("AWS_SECRET_ACCESS_KEY")
+	o.String(&t.Region, "region", "", "us-east-1", "region to sign for")
 }
