@@ -87,3 +87,54 @@ func TestEachManifestAfter(t *testing.T) {
 		t.Errorf("the cursor record shows in the manifest walk: %d keys, want %d", n, len(live))
 	}
 }
+
+// TestEachStripedAfter: the scrubber's walk visits the objects with shards
+// only, resumed after a cursor like EachManifestAfter: inline objects and
+// tombstones are left out, wherever the cursor is.
+func TestEachStripedAfter(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(t.TempDir(), Options{NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, m := range []*Manifest{
+		obj("a", "1", 1, nodes3, "p1"),
+		inline("a", "2", 1, "small"),
+		obj("a", "3", 1, nodes3, "p3"),
+		obj("a", "4", 1, nodes3, "p4"),
+		inline("b", "1", 1, "x"),
+		obj("b", "2", 1, nodes3, "p5"),
+	} {
+		if _, err := s.PutManifest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.PutManifest(ctx, tomb("a", "4", 2)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		after *Cursor
+		want  []string
+	}{
+		{nil, []string{"a/1", "a/3", "b/2"}},
+		{&Cursor{Bucket: "a", Key: "1"}, []string{"a/3", "b/2"}},
+		{&Cursor{Bucket: "a", Key: "2"}, []string{"a/3", "b/2"}},
+		{&Cursor{Bucket: "a", Key: "3"}, []string{"b/2"}},
+		{&Cursor{Bucket: "b", Key: "2"}, nil},
+	} {
+		var got []string
+		if err := s.EachStripedAfter(ctx, tc.after, func(m *Manifest) error {
+			if len(m.Parts) == 0 {
+				t.Errorf("%s/%s: an inline object in the striped walk", m.Bucket, m.Key)
+			}
+			got = append(got, m.Bucket+"/"+m.Key)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("after %v: %q, want %q", tc.after, got, tc.want)
+		}
+	}
+}

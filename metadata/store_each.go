@@ -28,15 +28,16 @@ func (s *Store) EachManifest(ctx context.Context, fn func(*Manifest) error) erro
 	return s.EachManifestAfter(ctx, nil, fn)
 }
 
-// eachManifestIn is EachManifest over the manifest keys in [lo, hi).
-func (s *Store) eachManifestIn(ctx context.Context, lo, hi []byte, fn func(*Manifest) error) error {
+// eachManifestIn is EachManifest over the manifest keys in [lo, hi),
+// leaving out the records with any of the skip flags.
+func (s *Store) eachManifestIn(ctx context.Context, lo, hi []byte, skip byte, fn func(*Manifest) error) error {
 	var page []*Manifest
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		var err error
-		page, lo, err = s.manifestPage(lo, hi, page[:0])
+		page, lo, err = s.manifestPage(lo, hi, skip, page[:0])
 		if err != nil {
 			return err
 		}
@@ -51,10 +52,10 @@ func (s *Store) eachManifestIn(ctx context.Context, lo, hi []byte, fn func(*Mani
 	}
 }
 
-// manifestPage decodes up to eachPage live manifests with keys in
-// [lo, hi) into page. next is where the following page starts, nil when
-// the range is done.
-func (s *Store) manifestPage(lo, hi []byte, page []*Manifest) (_ []*Manifest, next []byte, _ error) {
+// manifestPage decodes up to eachPage manifests with keys in [lo, hi)
+// and none of the skip flags (tombstones at least) into page. next is
+// where the following page starts, nil when the range is done.
+func (s *Store) manifestPage(lo, hi []byte, skip byte, page []*Manifest) (_ []*Manifest, next []byte, _ error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, nil, fmt.Errorf("metadata: walk manifests: %w", err)
@@ -71,7 +72,7 @@ func (s *Store) manifestPage(lo, hi []byte, page []*Manifest) (_ []*Manifest, ne
 		if len(val) < 2 {
 			return nil, nil, fmt.Errorf("%w: manifest record %q", ErrCorruptRecord, it.Key())
 		}
-		if val[1]&flagDeleted != 0 {
+		if val[1]&skip != 0 {
 			continue
 		}
 		m, err := decodeManifest(val)

@@ -21,21 +21,12 @@ import (
 // holds that shard, so no coordination is needed, and the placement does
 // not change.
 
-// scrubEvery is how many scan intervals a scrub pass takes at least. A
-// pass over a server of small objects ends in moments (it reads little),
-// and starting the next one at once would walk every manifest again for
-// almost nothing; one that reads terabytes at ScrubRate takes weeks and
-// is not slowed.
-const scrubEvery = 10
-
 // scrubVisitCost is what visiting one manifest takes from the scrub's
 // byte budget (ScrubRate): reading and decoding a manifest costs about as
-// much CPU as checking 16 KiB of shard data. Without it a pass over a
-// server of small objects (inline, nothing to read) would walk its
-// manifests as fast as the disk and CPU allow, one pass after another: a
-// million manifests every few seconds on every server of an idle
-// cluster. With it such a pass takes about a million / 512 s at 8 MiB/s
-// (half an hour) and a fraction of a percent of a core.
+// much CPU as checking 16 KiB of shard data. The walk leaves inline
+// objects out before decoding them (EachStripedAfter), so a server of
+// small objects pays only for iterating their records, once per
+// ScrubInterval.
 const scrubVisitCost = 16 << 10
 
 func (w *Worker) runScrub(ctx context.Context) {
@@ -48,7 +39,7 @@ func (w *Worker) runScrub(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(max(time.Second, scrubEvery*w.cfg.ScanInterval-time.Since(start), walkPace*walk)):
+		case <-time.After(max(time.Second, w.cfg.ScrubInterval-time.Since(start), walkPace*walk)):
 		}
 	}
 }
@@ -65,7 +56,7 @@ const (
 // cursorStore is the optional capability of resuming a walk over the
 // manifests (*metadata.Store has it); without it every pass starts over.
 type cursorStore interface {
-	EachManifestAfter(ctx context.Context, after *metadata.Cursor, fn func(*metadata.Manifest) error) error
+	EachStripedAfter(ctx context.Context, after *metadata.Cursor, fn func(*metadata.Manifest) error) error
 	LoadCursor(ctx context.Context, name string) (*metadata.Cursor, error)
 	SaveCursor(ctx context.Context, name string, c *metadata.Cursor) error
 }
@@ -129,7 +120,7 @@ func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Du
 		// Resumed within the noncurrent versions: the current manifests
 		// were scrubbed in this pass already.
 	case resumable:
-		err = cs.EachManifestAfter(ctx, from, visit(false))
+		err = cs.EachStripedAfter(ctx, from, visit(false))
 		from = nil
 	default:
 		err = w.store.EachManifest(ctx, visit(false))

@@ -41,9 +41,15 @@ type Config struct {
 	// ScanInterval is how often the local manifests are walked for
 	// affected stripe groups (less often when a walk is slow: see
 	// walkPace) while anything may be degraded; on a healthy cluster a
-	// scan skips the walk (scan_skip.go). A scrub pass starts at most
-	// every scrubEvery of them.
+	// scan skips the walk (scan_skip.go).
 	ScanInterval time.Duration
+	// ScrubInterval is the least time from the start of one scrub pass to
+	// the start of the next. A pass over a server of large objects reads
+	// for longer than that (ScrubRate paces it) and the next starts when
+	// it ends; a pass over a server of small objects ends in moments, and
+	// walking its manifests again at once verifies nothing new while
+	// taking an idle cluster's CPU.
+	ScrubInterval time.Duration
 	// FullScanInterval bounds how long scans may skip the walk on a
 	// cluster where nothing changed: the safety net of the skip rules.
 	// At or below ScanInterval (0, say) every scan walks.
@@ -77,6 +83,9 @@ func DefaultConfig() Config {
 		Rate:         0,                // unlimited: repair as fast as the cluster allows
 		ScrubRate:    8 << 20,          // 8 MiB/s: a 10 TB server every ~2 weeks
 		ScanInterval: 30 * time.Second,
+		// Daily at most: a server of small objects, whose passes read
+		// little, is still verified every day.
+		ScrubInterval: 24 * time.Hour,
 		// A walk of a million manifests takes seconds; hourly it costs
 		// a fraction of a percent of a core.
 		FullScanInterval: time.Hour,
@@ -97,6 +106,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("repair: grace %s is negative", c.Grace)
 	case c.Workers < 1:
 		return fmt.Errorf("repair: %d workers, want at least 1", c.Workers)
+	case c.ScrubInterval < 0:
+		return fmt.Errorf("repair: scrub interval %s is negative", c.ScrubInterval)
 	case c.Rate < 0 || c.ScrubRate < 0:
 		return errors.New("repair: rates must not be negative")
 	case c.ScanInterval <= 0:

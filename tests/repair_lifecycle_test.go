@@ -248,7 +248,7 @@ func TestRepairLifecycle(t *testing.T) {
 	if !longTests() {
 		t.Skip("long repair lifecycle test; run with REGEN_LONG_TESTS=1")
 	}
-	d := startDev(t, "--repair-grace", "4s", "--scrub-rate", "4000000")
+	d := startDev(t, "--repair-grace", "4s", "--scrub-rate", "4000000", "--scrub-interval", "1s")
 	l := &lifecycle{d: d, c: d.client(t), sc: shardrpc.New(d.info.Secret, nil), dead: map[int]bool{}}
 	sizes := []int64{500, 10 << 10, 100<<10 + 3, 300 << 10, 1<<20 + 7}
 	for _, b := range []struct{ name, class string }{{"life-rs", "STANDARD"}, {"life-clay", "STANDARD_IA"}} {

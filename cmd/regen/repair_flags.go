@@ -19,6 +19,7 @@ import (
 type repairFlags struct {
 	grace, scan     time.Duration
 	sync, fullScan  time.Duration
+	scrubInterval   time.Duration
 	workers         int
 	rate, scrubRate int64
 	method          string
@@ -34,6 +35,10 @@ func devRepairDefaults() repair.Config {
 	def := repair.DefaultConfig()
 	def.Grace, def.ScanInterval, def.SyncInterval = 5*time.Second, time.Second, 10*time.Second
 	def.ScrubRate = 1 << 20
+	// Every ten minutes at most: a pass over a dev cluster of small
+	// objects reads nothing, and walking it again at once kept an idle
+	// cluster busy.
+	def.ScrubInterval = 10 * time.Minute
 	return def
 }
 
@@ -47,6 +52,7 @@ func (f *repairFlags) register(o *optionSet, def repair.Config) {
 	o.Int(&f.workers, "repair-workers", "REGEN_REPAIR_WORKERS", def.Workers, "repair jobs run at once on this server")
 	o.Rate(&f.rate, "repair-rate", "REGEN_REPAIR_RATE", def.Rate, "cluster-wide repair traffic cap, bytes/s (e.g. 100MiB); 0 = unlimited")
 	o.Rate(&f.scrubRate, "scrub-rate", "REGEN_SCRUB_RATE", def.ScrubRate, "bytes/s the scrubber reads to verify shards (e.g. 8MiB); 0 = off")
+	o.Duration(&f.scrubInterval, "scrub-interval", "REGEN_SCRUB_INTERVAL", def.ScrubInterval, "least time from the start of one scrub pass to the start of the next (a pass that reads for longer is followed at once)")
 	o.String(&f.method, "repair", "REGEN_REPAIR", def.Method, "repair method: auto, core, push or pull")
 }
 
@@ -61,6 +67,8 @@ func (f *repairFlags) Validate() error {
 		return badOption("sync-interval", "must not be negative")
 	case f.fullScan < 0:
 		return badOption("repair-full-scan", "must not be negative")
+	case f.scrubInterval < 0:
+		return badOption("scrub-interval", "must not be negative")
 	case f.workers < 1:
 		return badOption("repair-workers", "want at least 1")
 	}
@@ -77,7 +85,7 @@ func (f *repairFlags) worker(id, dataDir string, log *slog.Logger, reg prometheu
 	cfg.NodeID, cfg.Logger = id, log.With("component", "repair")
 	cfg.Grace, cfg.ScanInterval, cfg.SyncInterval, cfg.Workers = f.grace, f.scan, f.sync, f.workers
 	cfg.FullScanInterval = f.fullScan
-	cfg.Rate, cfg.ScrubRate, cfg.Method = f.rate, f.scrubRate, f.method
+	cfg.Rate, cfg.ScrubRate, cfg.ScrubInterval, cfg.Method = f.rate, f.scrubRate, f.scrubInterval, f.method
 	// The cost model starts from this machine's measured CPU and disk
 	// rather than production guesses; network rates are learned from the
 	// repairs themselves.
@@ -105,6 +113,6 @@ func (f *repairFlags) args() []string {
 		"--repair-grace", f.grace.String(), "--repair-scan", f.scan.String(), "--repair-full-scan", f.fullScan.String(),
 		"--sync-interval", f.sync.String(),
 		"--repair-workers", strconv.Itoa(f.workers), "--repair-rate", strconv.FormatInt(f.rate, 10),
-		"--scrub-rate", strconv.FormatInt(f.scrubRate, 10), "--repair", f.method,
+		"--scrub-rate", strconv.FormatInt(f.scrubRate, 10), "--scrub-interval", f.scrubInterval.String(), "--repair", f.method,
 	}
 }
