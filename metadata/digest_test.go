@@ -288,3 +288,34 @@ func BenchmarkOpenRebuild(b *testing.B) {
 		})
 	}
 }
+
+// TestRootSeesEveryDifference: the root of two digests is equal exactly
+// when every range is, including differences in two ranges that cancel
+// in a XOR of the ranges; and a sum prints and parses back.
+func TestRootSeesEveryDifference(t *testing.T) {
+	var a, b RangeSums
+	if a.Root() != b.Root() {
+		t.Fatal("equal digests, different roots")
+	}
+	a[7] = Sum{1, 2}
+	if a.Root() == b.Root() {
+		t.Error("one range differs, same root")
+	}
+	b[7] = Sum{1, 2}
+	if a.Root() != b.Root() {
+		t.Error("equal again, different roots")
+	}
+	// The same change in two ranges cancels in a XOR of all ranges.
+	a[1], a[2] = Sum{5, 5}, Sum{5, 5}
+	if a.Root() == b.Root() {
+		t.Error("two ranges differ, same root")
+	}
+	r := a.Root()
+	got, err := ParseSum(r.String())
+	if err != nil || got != r {
+		t.Errorf("ParseSum(%s) = %v, %v", r, got, err)
+	}
+	if _, err := ParseSum("xyz"); err == nil {
+		t.Error("ParseSum accepted a bad sum")
+	}
+}

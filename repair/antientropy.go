@@ -38,7 +38,7 @@ type rangeStore interface {
 
 // rangePeers asks peers for theirs (*shardrpc.Client).
 type rangePeers interface {
-	SyncDigest(ctx context.Context, addr, peer string) (*metadata.RangeSums, error)
+	SyncDigest(ctx context.Context, addr, peer string, root metadata.Sum) (sums *metadata.RangeSums, same bool, _ error)
 	SyncEntries(ctx context.Context, addr, peer string, ranges []int) ([]metadata.RangeEntry, error)
 }
 
@@ -77,11 +77,12 @@ type peerDiff struct {
 func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, addr string) (peerDiff, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	theirs, err := rp.SyncDigest(cctx, addr, self)
-	if err != nil {
+	mine := rs.RangeDigest(id)
+	theirs, same, err := rp.SyncDigest(cctx, addr, self, mine.Root())
+	if err != nil || same {
 		return peerDiff{}, err
 	}
-	ranges := metadata.DiffRanges(rs.RangeDigest(id), theirs)
+	ranges := metadata.DiffRanges(mine, theirs)
 	if len(ranges) == 0 {
 		return peerDiff{}, nil
 	}

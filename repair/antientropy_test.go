@@ -25,6 +25,7 @@ type aeCluster struct {
 	gets    int                                                  // GetManifest calls to peers
 	puts    map[string][]string                                  // addr -> keys given
 	listed  map[string][]int                                     // addr -> ranges listed
+	same    int                                                  // digest calls answered "same root"
 }
 
 func newAECluster(n int, keys int) *aeCluster {
@@ -149,8 +150,15 @@ func (s aeShards) PutManifest(_ context.Context, addr string, m *metadata.Manife
 	s.c.puts[addr] = append(s.c.puts[addr], m.Key)
 	return true, m.Version, nil
 }
-func (s aeShards) SyncDigest(_ context.Context, addr, peer string) (*metadata.RangeSums, error) {
-	return s.c.digest(addr, peer), nil
+func (s aeShards) SyncDigest(_ context.Context, addr, peer string, root metadata.Sum) (*metadata.RangeSums, bool, error) {
+	d := s.c.digest(addr, peer)
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if d.Root() == root {
+		s.c.same++
+		return nil, true, nil
+	}
+	return d, false, nil
 }
 func (s aeShards) SyncEntries(_ context.Context, addr, peer string, ranges []int) ([]metadata.RangeEntry, error) {
 	s.c.mu.Lock()
@@ -260,13 +268,21 @@ func TestAntiEntropyDescendsOnlyIntoDifferences(t *testing.T) {
 		t.Errorf("n3's comparison: %+v", p)
 	}
 
-	// In step now: a second sync lists nothing and asks nothing.
+	if c.same != 0 {
+		t.Errorf("%d peers answered that their digests equal this server's before the sync", c.same)
+	}
+
+	// In step now: a second sync lists nothing and asks nothing, and
+	// every peer answers its root equals this server's (no sums sent).
 	c.gets, c.listed = 0, map[string][]int{}
 	if _, err := w.antiEntropy(context.Background(), false, &win); err != nil {
 		t.Fatal(err)
 	}
 	if c.gets != 0 || len(c.listed) != 0 {
 		t.Errorf("a sync in step read %d manifests and listed %v", c.gets, c.listed)
+	}
+	if c.same != 8 {
+		t.Errorf("%d of 8 peers in step answered by root alone", c.same)
 	}
 }
 

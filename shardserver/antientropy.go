@@ -16,7 +16,19 @@ func (s *Server) syncDigest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: peer is required", shardrpc.ErrBadRequest))
 		return
 	}
-	b, err := s.meta.RangeDigest(peer).MarshalBinary()
+	sums := s.meta.RangeDigest(peer)
+	if x := r.URL.Query().Get(shardrpc.ParamRoot); x != "" {
+		root, err := metadata.ParseSum(x)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("%w: %w", shardrpc.ErrBadRequest, err))
+			return
+		}
+		if root == sums.Root() {
+			shardrpc.WriteJSON(w, http.StatusOK, shardrpc.SyncDigest{Same: true})
+			return
+		}
+	}
+	b, err := sums.MarshalBinary()
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -24,6 +24,10 @@ const (
 	PathSyncEntries = "/v1/sync/entries"
 
 	ParamPeer = "peer"
+	// ParamRoot is the caller's metadata.RangeSums.Root of its sums for
+	// the server: equal roots are answered with Same instead of the sums
+	// (a server of an older version ignores it and sends them).
+	ParamRoot = "root"
 
 	// MaxSyncRanges bounds the ranges of one entries request.
 	MaxSyncRanges = 256
@@ -31,8 +35,11 @@ const (
 
 // SyncDigest answers GET PathSyncDigest.
 type SyncDigest struct {
-	// Sums are metadata.RangeSums in their binary form.
-	Sums []byte `json:"sums"`
+	// Sums are metadata.RangeSums in their binary form; none when Same.
+	Sums []byte `json:"sums,omitempty"`
+	// Same: the caller sent its root (ParamRoot) and it equals the
+	// server's, so the shared sets are equal and no sums are sent.
+	Same bool `json:"same,omitempty"`
 }
 
 // SyncEntriesRequest asks for the entries of Ranges shared with Peer.
@@ -47,18 +54,22 @@ type SyncEntriesResponse struct {
 }
 
 // SyncDigest returns the range sums the server at addr keeps for peer
-// (the caller's node ID).
-func (c *Client) SyncDigest(ctx context.Context, addr, peer string) (*metadata.RangeSums, error) {
+// (the caller's node ID), or same (and no sums) when their root is root,
+// the caller's root of its own sums for that server.
+func (c *Client) SyncDigest(ctx context.Context, addr, peer string, root metadata.Sum) (sums *metadata.RangeSums, same bool, _ error) {
 	const op = "sync digest"
 	var resp SyncDigest
-	if err := c.call(ctx, addr, op, http.MethodGet, PathSyncDigest, url.Values{ParamPeer: {peer}}, nil, &resp); err != nil {
-		return nil, err
+	if err := c.call(ctx, addr, op, http.MethodGet, PathSyncDigest, url.Values{ParamPeer: {peer}, ParamRoot: {root.String()}}, nil, &resp); err != nil {
+		return nil, false, err
 	}
-	sums := new(metadata.RangeSums)
+	if resp.Same {
+		return nil, true, nil
+	}
+	sums = new(metadata.RangeSums)
 	if err := sums.UnmarshalBinary(resp.Sums); err != nil {
-		return nil, &NodeError{Addr: addr, Op: op, Err: err}
+		return nil, false, &NodeError{Addr: addr, Op: op, Err: err}
 	}
-	return sums, nil
+	return sums, false, nil
 }
 
 // SyncEntries returns the entries of ranges the server at addr shares
