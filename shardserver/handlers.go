@@ -67,6 +67,7 @@ func (s *Server) getShard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rr := sf.rangeReader(off, length)
+	defer rr.Close()
 	// NB: verify the first block before any header goes out, so the common
 	// case of a bad shard is a clean 409 the client can act on at once.
 	piece, err := rr.Next()
