@@ -11,7 +11,9 @@
 #     allocation profiles (the window's difference), per byte moved;
 #   - syscalls (perf stat, raw_syscalls:sys_enter) of the gateway and the
 #     shard servers, per MB moved;
-#   - shard requests per object (regen_shard_{reads,writes}_total);
+#   - shard data requests per object (regen_shard_{reads,writes}_total),
+#     and all shard-server requests per object (every route: manifests,
+#     versions, shards);
 #   - RSS of the gateway and of the largest shard server at the end.
 # and prints one table row per workload, and the top of each profile.
 #
