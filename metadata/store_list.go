@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -147,11 +148,10 @@ func (s *Store) liveUnder(it *pebble.Iterator, base []byte, cp string) (bool, er
 // listEntry summarises the current manifest value val of key, with the
 // key's previous versions when it has any.
 func (s *Store) listEntry(bucket, key string, val []byte) (ListEntry, error) {
-	m, err := decodeManifest(val)
+	e, err := decodeSummary(key, val)
 	if err != nil {
 		return ListEntry{}, fmt.Errorf("%w: manifest %q: %w", ErrCorruptRecord, key, err)
 	}
-	e := summary(key, m)
 	if val[1]&flagPrevious != 0 {
 		if e.Previous, err = s.previousEntries(bucket, key); err != nil {
 			return ListEntry{}, err
@@ -160,17 +160,38 @@ func (s *Store) listEntry(bucket, key string, val []byte) (ListEntry, error) {
 	return e, nil
 }
 
-// summary is the listing row of manifest m of key.
-func summary(key string, m *Manifest) ListEntry {
+// listFields are the manifest fields a listing row shows. A listing
+// decodes the manifest of every key it passes on every server that holds
+// it; decoding into this instead of a Manifest skips the placement, the
+// parts with their shard checksums, the user metadata and the headers
+// (most of a manifest's bytes) without building them.
+type listFields struct {
+	Version      Version   `json:"version"`
+	Deleted      bool      `json:"deleted"`
+	Size         int64     `json:"size"`
+	ETag         string    `json:"etag"`
+	StorageClass string    `json:"storage_class"`
+	Modified     time.Time `json:"modified"`
+	Code         string    `json:"code"`
+	VersionID    string    `json:"version_id"`
+}
+
+// decodeSummary is the listing row of key from a manifest value (current
+// or previous): the listFields of the manifest it encodes.
+func decodeSummary(key string, val []byte) (ListEntry, error) {
+	var f listFields
+	if err := decodeValue(val, &f); err != nil {
+		return ListEntry{}, err
+	}
 	return ListEntry{
 		Key:          key,
-		Version:      m.Version,
-		Deleted:      m.Deleted,
-		Size:         m.Size,
-		ETag:         m.ETag,
-		StorageClass: m.StorageClass,
-		Modified:     m.Modified,
-		Code:         m.Code,
-		VersionID:    m.VersionID,
-	}
+		Version:      f.Version,
+		Deleted:      f.Deleted,
+		Size:         f.Size,
+		ETag:         f.ETag,
+		StorageClass: f.StorageClass,
+		Modified:     f.Modified,
+		Code:         f.Code,
+		VersionID:    f.VersionID,
+	}, nil
 }

@@ -3,12 +3,16 @@ package metadata
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // render prints a listing compactly: keys as "key", tombstones as "key~",
@@ -202,6 +206,72 @@ func TestListMatchesOracle(t *testing.T) {
 			if g := strip(got); !reflect.DeepEqual(g, want) {
 				t.Fatalf("round %d query %+v page %d:\n got  %q\n want %q", round, q, pageSize, render(g, false), render(want, false))
 			}
+		}
+	}
+}
+
+// A listing row carries every field the gateway shows or merges by, for
+// the current version and each previous one, although List decodes only
+// those fields of a manifest (listFields) and none of its parts, user
+// metadata or inline data.
+func TestListEntryFields(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "")
+	full := func(ts int64, etag string) *Manifest {
+		m := obj("b", "k", ts, nodes3, fmt.Sprintf("p%d", ts))
+		m.ETag, m.StorageClass, m.ContentType = etag, "REDUCED_REDUNDANCY", "text/plain"
+		m.Modified = time.Unix(ts, 123456789).UTC()
+		m.UserMeta = map[string]string{"color": "blue"}
+		m.Headers = map[string]string{"Cache-Control": "no-cache"}
+		m.Tags = map[string]string{"t": "v"}
+		m.Versioned = true
+		return m
+	}
+	older, newer := full(10, "etag-old"), full(20, "etag-new")
+	small := inline("b", "k", 5, "tiny object")
+	for _, m := range []*Manifest{small, older, newer} {
+		if _, err := s.PutManifest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, _, err := s.List(ctx, ListQuery{Bucket: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(m *Manifest, id string) ListEntry {
+		return ListEntry{Key: "k", Version: m.Version, Deleted: m.Deleted, Size: m.Size, ETag: m.ETag,
+			StorageClass: m.StorageClass, Modified: m.Modified, Code: m.Code, VersionID: id}
+	}
+	want := row(newer, newer.Version.String())
+	want.Previous = []ListEntry{row(older, older.Version.String()), row(small, "")}
+	if len(es) != 1 || !reflect.DeepEqual(es[0], want) {
+		t.Fatalf("listed\n%+v\nwant\n%+v", es, want)
+	}
+}
+
+// BenchmarkList lists a page of 1,000 keys of striped objects (rs-6-3:
+// nine placement servers, one part) as one shard server does for each
+// listing page.
+func BenchmarkList(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open("db", Options{FS: vfs.NewMem()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9"}
+	for i := range 1000 {
+		m := obj("b", fmt.Sprintf("meta/p%03d/o%05d", i%100, i), int64(i+1), nodes, fmt.Sprintf("part-%d", i))
+		m.Code, m.UserMeta = "rs-6-3", map[string]string{"origin": "bench"}
+		if _, err := s.PutManifest(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		es, _, err := s.List(ctx, ListQuery{Bucket: "b", Limit: 1000})
+		if err != nil || len(es) != 1000 {
+			b.Fatal(len(es), err)
 		}
 	}
 }

@@ -437,15 +437,25 @@ func prevFlags(m *Manifest) byte {
 }
 
 // previousEntries returns listing summaries of the previous versions of
-// (bucket, key), newest first.
+// (bucket, key), newest first. Like previous, but it decodes only what a
+// listing row shows (previous values carry their inline data).
 func (s *Store) previousEntries(bucket, key string) ([]ListEntry, error) {
-	prev, err := s.previous(bucket, key)
+	pre := previousPrefix(bucket, key)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: prefixSuccessor(pre)})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("metadata: previous versions: %w", err)
 	}
-	out := make([]ListEntry, 0, len(prev))
-	for _, m := range prev {
-		out = append(out, summary(key, m))
+	defer it.Close()
+	var out []ListEntry
+	for valid := it.Last(); valid; valid = it.Prev() {
+		e, err := decodeSummary(key, it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("%w: previous version of %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+		}
+		out = append(out, e)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("metadata: previous versions: %w", err)
 	}
 	return out, nil
 }
