@@ -234,10 +234,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if es == nil {
-		es = []metadata.ListEntry{}
-	}
-	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.ListResponse{Entries: es, Truncated: truncated})
+	shardrpc.WriteList(w, r, es, truncated)
 }
 
 func (s *Server) putBucket(w http.ResponseWriter, r *http.Request) {

@@ -232,7 +232,8 @@ func (c *Client) GetManifest(ctx context.Context, addr, bucket, key string) (*me
 }
 
 // List returns one page of the node's listing (tombstones included) and
-// whether more entries follow.
+// whether more entries follow. It asks for the binary page (see
+// AppendList) and takes JSON from a server that predates it.
 func (c *Client) List(ctx context.Context, addr string, lq metadata.ListQuery) ([]metadata.ListEntry, bool, error) {
 	op := fmt.Sprintf("list %s/%s", lq.Bucket, lq.Prefix)
 	q := url.Values{
@@ -241,12 +242,31 @@ func (c *Client) List(ctx context.Context, addr string, lq metadata.ListQuery) (
 		ParamDelimiter: {lq.Delimiter},
 		ParamAfter:     {lq.After},
 		ParamLimit:     {strconv.Itoa(lq.Limit)},
+		ParamFormat:    {FormatBinary},
 	}
-	var resp ListResponse
-	if err := c.call(ctx, addr, op, http.MethodGet, PathList, q, nil, &resp); err != nil {
+	resp, err := c.do(ctx, addr, op, http.MethodGet, PathList, q, nil)
+	if err != nil {
 		return nil, false, err
 	}
-	return resp.Entries, resp.Truncated, nil
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != ContentTypeList {
+		var lr ListResponse
+		if err := json.NewDecoder(resp.Body).Decode(&lr); err != nil {
+			return nil, false, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("decode reply: %w", err)}
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // see call
+		return lr.Entries, lr.Truncated, nil
+	}
+	// NB: the announced length only sizes the buffer, within reason.
+	buf := bytes.NewBuffer(make([]byte, 0, int(min(max(resp.ContentLength, 0), maxListReply))+bytes.MinRead))
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return nil, false, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("read reply: %w", err)}
+	}
+	es, truncated, err := DecodeList(buf.Bytes())
+	if err != nil {
+		return nil, false, &NodeError{Addr: addr, Op: op, Err: err}
+	}
+	return es, truncated, nil
 }
 
 // PutBucket stores the bucket record on addr if it is newer than the
@@ -302,6 +322,10 @@ func (c *Client) call(ctx context.Context, addr, op, method, path string, q url.
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("decode reply: %w", err)}
 	}
+	// NB: the decoder stops after the value, before the encoder's newline
+	// and the end of a chunked body; a body closed before its end takes
+	// its connection down with it instead of back to the idle pool.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	return nil
 }
 

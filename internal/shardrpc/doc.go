@@ -3,7 +3,9 @@
 //
 // The protocol is plain HTTP/1.1 (or HTTP/1.1 over TLS, see WithTLS):
 // JSON for metadata, raw bytes for shard data, so shard streams need no
-// framing and any HTTP tool can debug them.
+// framing and any HTTP tool can debug them. Listing pages, which carry a
+// row per key from every server that holds the key, also come in a
+// compact binary form that a client asks for (see AppendList).
 //
 // # Authentication
 //
