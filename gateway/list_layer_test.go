@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/placement"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -23,6 +24,7 @@ type listShards struct {
 
 	mu    sync.Mutex
 	calls map[string]int
+	rows  int // entries answered, all servers
 }
 
 func (s *listShards) List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error) {
@@ -39,11 +41,33 @@ func (s *listShards) List(ctx context.Context, addr string, q metadata.ListQuery
 			continue
 		}
 		if len(out) == q.Limit {
+			s.count(len(out))
 			return out, true, nil
 		}
 		out = append(out, e)
 	}
+	s.count(len(out))
 	return out, false, nil
+}
+
+func (s *listShards) count(rows int) {
+	s.mu.Lock()
+	s.rows += rows
+	s.mu.Unlock()
+}
+
+// callsAndRows returns the calls and rows answered so far and starts
+// counting again.
+func (s *listShards) callsAndRows() (calls, rows int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.calls {
+		calls += n
+	}
+	rows = s.rows
+	clear(s.calls)
+	s.rows = 0
+	return calls, rows
 }
 
 // listLayer is a layer over n shard servers s00.. answering from shards.
@@ -136,5 +160,75 @@ func TestListToleratesServersFailingFromTheStart(t *testing.T) {
 	}
 	if len(res.Objects) != 1 || res.Objects[0].Key != "z" {
 		t.Fatalf("listed %v, want only z", res.Objects)
+	}
+}
+
+// placedKeys puts keys on 9 of the servers s00..s(n-1) each (rs-6-3), by
+// the key's rendezvous order, as a gateway places them.
+func placedKeys(keys, n int) map[string][]metadata.ListEntry {
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("s%02d", i))
+	}
+	out := map[string][]metadata.ListEntry{}
+	for i := range keys {
+		key := fmt.Sprintf("meta/p%03d/o%05d", i%100, i)
+		e := metadata.ListEntry{Key: key, Version: metadata.Version{TS: 100, Writer: "gw"}, Size: 1, Code: "rs-6-3"}
+		for _, addr := range placement.Order("b/"+key, ids)[:9] {
+			out[addr] = append(out[addr], e)
+		}
+	}
+	for _, es := range out {
+		sort.Slice(es, func(i, j int) bool { return es[i].Key < es[j].Key })
+	}
+	return out
+}
+
+// A recursive listing page costs one call per server and about the rows
+// the merge uses: each server holds 9/12 of the keys, so asking each for
+// a whole page sent a third more rows than listed (12 per listed key
+// instead of 9), and asked for them again with the next page.
+func TestListPageAsksForItsShare(t *testing.T) {
+	const keys, servers = 5000, 12
+	shards := &listShards{entries: placedKeys(keys, servers)}
+	l := listLayer(servers, shards)
+	l.maxN, l.minK, l.maxK = 9, 6, 6
+	after, listed, pages := "", 0, 0
+	for {
+		res, err := l.list(context.Background(), listParams{Bucket: "b", After: after, Max: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		listed += len(res.Objects)
+		calls, rows := shards.callsAndRows()
+		if calls != servers {
+			t.Errorf("page %d: %d list calls, want one per server (%d)", pages, calls, servers)
+		}
+		if per := float64(rows) / float64(max(len(res.Objects), 1)); per > 10 {
+			t.Errorf("page %d: %d rows for %d keys (%.1f a key), want at most 10 (9 copies of each)", pages, rows, len(res.Objects), per)
+		}
+		if !res.Truncated {
+			break
+		}
+		after = res.Last
+	}
+	if listed != keys || pages != keys/1000 {
+		t.Fatalf("listed %d keys in %d pages, want %d in %d", listed, pages, keys, keys/1000)
+	}
+}
+
+// BenchmarkListMerge merges one page of 1,000 keys from 12 servers (the
+// servers' answers cost nothing here: only the gateway's merge counts).
+func BenchmarkListMerge(b *testing.B) {
+	shards := &listShards{entries: placedKeys(1000, 12)}
+	l := listLayer(12, shards)
+	l.maxN, l.minK, l.maxK = 9, 6, 6
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := l.list(context.Background(), listParams{Bucket: "b", Max: 1000})
+		if err != nil || len(res.Objects) != 1000 {
+			b.Fatal(len(res.Objects), err)
+		}
 	}
 }

@@ -186,13 +186,7 @@ func (l *layer) visibleVersions(same []metadata.ListEntry, silent int) (metadata
 	}
 	newest := map[string]metadata.ListEntry{} // by version ID
 	for _, e := range all {
-		need := 1
-		if e.Code != "" {
-			if c, err := l.code(e.Code); err == nil {
-				need = max(c.DataShards()-silent, 1)
-			}
-		}
-		if votes[e.Version] < need {
+		if votes[e.Version] < l.listNeed(e.Code, silent) {
 			continue
 		}
 		if have, ok := newest[e.VersionID]; !ok || have.Version.Less(e.Version) {
