@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/regen-s3/regen/metadata"
@@ -199,5 +200,40 @@ func TestValidateShardName(t *testing.T) {
 		if _, err := ParseShardIdx("a", s); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("ParseShardIdx(%q) = %v", s, err)
 		}
+	}
+}
+
+// A JSON reply is read to its end, so calls reuse one connection: the
+// decoder stops before the encoder's newline and the chunked body's end,
+// and a body closed there took its connection down with it.
+func TestCallsReuseTheConnection(t *testing.T) {
+	big := &metadata.Manifest{Bucket: "b", Key: "k", Code: "rs-6-3", Placement: []string{"n1"}}
+	for i := range 2000 {
+		big.Parts = append(big.Parts, metadata.Part{Number: i + 1, ID: "part", Size: 1, ShardCRC: make([]uint32, 9)})
+	}
+	var mu sync.Mutex
+	conns := 0
+	ts := httptest.NewUnstartedServer(AuthMiddleware("sec", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, http.StatusOK, big)
+	})))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	client, addr := New("sec", nil), strings.TrimPrefix(ts.URL, "http://")
+	for range 20 {
+		if _, err := client.GetManifest(context.Background(), addr, "b", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns != 1 {
+		t.Fatalf("20 calls opened %d connections, want 1", conns)
 	}
 }
