@@ -219,7 +219,8 @@ func TestListPageAsksForItsShare(t *testing.T) {
 }
 
 // BenchmarkListMerge merges one page of 1,000 keys from 12 servers (the
-// servers' answers cost nothing here: only the gateway's merge counts).
+// fake servers answer from memory: what is measured is the gateway's
+// merge, plus the fake's slices).
 func BenchmarkListMerge(b *testing.B) {
 	shards := &listShards{entries: placedKeys(1000, 12)}
 	l := listLayer(12, shards)
