@@ -207,6 +207,11 @@ func (c Config) Validate() error {
 	if c.NodeID == "" {
 		return errors.New("gateway: empty node ID")
 	}
+	if c.NodeID[0] <= '+' {
+		// NB: repair switches write as "+repair-<node>", which must sort
+		// below every gateway writer (layer.updateVersion wins its ties).
+		return fmt.Errorf("gateway: node ID %q must not start with '+' or a character sorting below it", c.NodeID)
+	}
 	if _, err := codec.Parse(c.DefaultCode); err != nil {
 		return fmt.Errorf("gateway: default code: %w", err)
 	}

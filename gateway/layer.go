@@ -28,7 +28,7 @@ type ShardAPI interface {
 	PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, lease string) ([]shardrpc.PutResult, error)
 	Committed(ctx context.Context, addr string, refs []shardrpc.VersionRef) error
 	AbortManifest(ctx context.Context, addr, bucket, key string, v metadata.Version) error
-	DeleteVersion(ctx context.Context, addr, bucket, key, id, lease string) (int, error)
+	DeleteVersion(ctx context.Context, addr, bucket, key, id, lease string, bypass bool) (int, error)
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
 	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
 	GetManifestHeads(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)

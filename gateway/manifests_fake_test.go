@@ -184,7 +184,7 @@ func (f *fakeManifests) AbortManifest(_ context.Context, addr, bucket, key strin
 	return nil
 }
 
-func (f *fakeManifests) DeleteVersion(_ context.Context, addr, bucket, key, id, _ string) (int, error) {
+func (f *fakeManifests) DeleteVersion(_ context.Context, addr, bucket, key, id, _ string, bypass bool) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -194,6 +194,17 @@ func (f *fakeManifests) DeleteVersion(_ context.Context, addr, bucket, key, id, 
 	k := bucket + "/" + key
 	if f.held[addr] == nil {
 		return 0, nil
+	}
+	// As a shard server: the newest manifest of the version decides
+	// whether its lock refuses the removal.
+	var newest *metadata.Manifest
+	for _, m := range f.held[addr][k] {
+		if m.VersionID == id && (newest == nil || newest.Version.Less(m.Version)) {
+			newest = m
+		}
+	}
+	if newest != nil && newest.Lock.Protects(time.Now(), bypass) {
+		return 0, fmt.Errorf("%s: %w", addr, shardrpc.ErrLocked)
 	}
 	before := len(f.held[addr][k])
 	f.held[addr][k] = slices.DeleteFunc(f.held[addr][k], func(m *metadata.Manifest) bool { return m.VersionID == id })

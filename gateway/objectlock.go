@@ -208,17 +208,10 @@ func setLockHeaders(c *fiber.Ctx, m *metadata.Manifest) {
 // an unexpired GOVERNANCE retention only with bypass (the header and the
 // caller's owner right, bypassAllowed).
 func removable(l *metadata.Lock, now time.Time, bypass bool) error {
-	switch {
-	case l == nil:
-		return nil
-	case l.LegalHold:
+	if l.Protects(now, bypass) {
 		return errLockedVersion()
-	case l.Mode == "" || !now.Before(l.RetainUntil):
-		return nil
-	case l.Mode == metadata.LockGovernance && bypass:
-		return nil
 	}
-	return errLockedVersion()
+	return nil
 }
 
 // changeRetention sets the retention of l to mode until (both empty:
@@ -255,7 +248,9 @@ func (g *Gateway) bypassAllowed(ctx context.Context, c *fiber.Ctx, req *request,
 
 // versionGuard returns the check a removal of a version by ID in bucket
 // b makes (deleteVersionGuarded): nil for a bucket without object lock.
-func (g *Gateway) versionGuard(ctx context.Context, c *fiber.Ctx, req *request, b *metadata.Bucket, key string) (func(*metadata.Manifest) error, error) {
+// The shard servers apply the same rule with the same bypass on their
+// own (metadata.Lock.Protects).
+func (g *Gateway) versionGuard(ctx context.Context, c *fiber.Ctx, req *request, b *metadata.Bucket, key string) (*removalGuard, error) {
 	if !b.ObjectLock {
 		return nil, nil
 	}
@@ -263,12 +258,14 @@ func (g *Gateway) versionGuard(ctx context.Context, c *fiber.Ctx, req *request, 
 	if err != nil {
 		return nil, err
 	}
-	return func(m *metadata.Manifest) error { return removable(m.Lock, time.Now(), bypass) }, nil
+	return &removalGuard{check: func(m *metadata.Manifest) error { return removable(m.Lock, time.Now(), bypass) }, bypass: bypass}, nil
 }
 
 // bucketObjectLock answers Get/PutObjectLockConfiguration. Object lock
-// is chosen when a bucket is created (x-amz-bucket-object-lock-enabled);
-// this sets or clears its default retention.
+// is chosen when a bucket is created (x-amz-bucket-object-lock-enabled),
+// or turned on later for a bucket whose versioning is Enabled, as S3
+// allows (for good: its versioning can then never be suspended); this
+// also sets or clears its default retention.
 func (g *Gateway) bucketObjectLock(c *fiber.Ctx, req *request) error {
 	ctx, cancel := g.opContext()
 	defer cancel()
@@ -295,16 +292,28 @@ func (g *Gateway) bucketObjectLock(c *fiber.Ctx, req *request) error {
 		return err
 	}
 	err = g.layer.updateBucket(ctx, g.buckets, req.bucket, func(b *metadata.Bucket) error {
-		if !b.ObjectLock {
-			return apiErr("InvalidBucketState", "Object Lock configuration cannot be enabled on existing buckets")
-		}
-		b.LockDefault = rule
-		return nil
+		return enableBucketLock(b, rule)
 	})
 	if err != nil {
 		return bucketErr(err)
 	}
 	c.Status(fiber.StatusOK)
+	return nil
+}
+
+// enableBucketLock applies PutObjectLockConfiguration to b: object lock
+// on (for good) with default retention rule (nil: none). A bucket
+// without object lock takes it only while its versioning is Enabled:
+// an unversioned or suspended bucket has null versions, which a write
+// replaces, so nothing could be kept (S3's InvalidBucketState).
+// PutBucketVersioning Suspended is refused from then on; both run under
+// the bucket record's lease, so neither slips between the other's check
+// and write.
+func enableBucketLock(b *metadata.Bucket, rule *metadata.LockRule) error {
+	if !b.ObjectLock && b.Versioning != metadata.VersioningEnabled {
+		return apiErr("InvalidBucketState", "Versioning must be 'Enabled' on the bucket to apply a Object Lock configuration")
+	}
+	b.ObjectLock, b.LockDefault = true, rule
 	return nil
 }
 

@@ -135,6 +135,33 @@ func TestApplyBucketLock(t *testing.T) {
 	}
 }
 
+// TestEnableBucketLock: PutObjectLockConfiguration turns object lock on
+// for a bucket whose versioning is Enabled (as S3 does) and refuses it
+// for an unversioned or suspended one, leaving the record unchanged.
+func TestEnableBucketLock(t *testing.T) {
+	rule := &metadata.LockRule{Mode: metadata.LockGovernance, Days: 1}
+	for _, tc := range []struct {
+		b      metadata.Bucket
+		refuse string
+	}{
+		{metadata.Bucket{}, "InvalidBucketState"},
+		{metadata.Bucket{Versioning: metadata.VersioningSuspended}, "InvalidBucketState"},
+		{metadata.Bucket{Versioning: metadata.VersioningEnabled}, ""},
+		{metadata.Bucket{Versioning: metadata.VersioningEnabled, ObjectLock: true}, ""},
+	} {
+		b := tc.b
+		err := enableBucketLock(&b, rule)
+		switch got := codeOf(err); {
+		case got != tc.refuse:
+			t.Errorf("%+v: %q, want %q", tc.b, got, tc.refuse)
+		case err != nil && (b.ObjectLock || b.LockDefault != nil):
+			t.Errorf("%+v: refused but changed to %+v", tc.b, b)
+		case err == nil && (!b.ObjectLock || b.LockDefault != rule):
+			t.Errorf("%+v: enabled as %+v", tc.b, b)
+		}
+	}
+}
+
 // TestLockRuleOf: PutObjectLockConfiguration bodies.
 func TestLockRuleOf(t *testing.T) {
 	for _, tc := range []struct {
@@ -182,8 +209,8 @@ func TestDeleteLockedVersion(t *testing.T) {
 	f.mu.Lock()
 	v1.Lock = lock // every fake server holds this manifest
 	f.mu.Unlock()
-	guard := func(bypass bool) func(*metadata.Manifest) error {
-		return func(m *metadata.Manifest) error { return removable(m.Lock, time.Now(), bypass) }
+	guard := func(bypass bool) *removalGuard {
+		return &removalGuard{check: func(m *metadata.Manifest) error { return removable(m.Lock, time.Now(), bypass) }, bypass: bypass}
 	}
 	if _, err := g.layer.deleteVersionGuarded(ctx, "b", "k", v1.VersionID, guard(false)); codeOf(err) != "AccessDenied" {
 		t.Fatalf("removal of a retained version: %v, want AccessDenied", err)
@@ -199,6 +226,17 @@ func TestDeleteLockedVersion(t *testing.T) {
 		t.Fatalf("removal of a retained version with 3 of its servers down: %v, want AccessDenied", err)
 	}
 	kill()
+	// The shard servers judge the lock themselves: a gateway that does
+	// not know the bucket has object lock (a cache older than its
+	// enabling) asks no guard, and one whose guard passes the version
+	// (its clock past the retention) sends no bypass; both are refused.
+	if _, err := g.layer.deleteVersion(ctx, "b", "k", v1.VersionID); codeOf(err) != "AccessDenied" {
+		t.Fatalf("unguarded removal of a retained version: %v, want AccessDenied from the servers", err)
+	}
+	pass := &removalGuard{check: func(*metadata.Manifest) error { return nil }}
+	if _, err := g.layer.deleteVersionGuarded(ctx, "b", "k", v1.VersionID, pass); codeOf(err) != "AccessDenied" {
+		t.Fatalf("removal of a retained version past a lenient guard: %v, want AccessDenied from the servers", err)
+	}
 	if m, err := g.readVersion(ctx, "b", "k", v1.VersionID, false); err != nil || string(m.Inline) != "one" || m.Lock == nil {
 		t.Fatalf("retained version after a refused removal: %+v, %v", m, err)
 	}
@@ -248,6 +286,25 @@ func TestUpdateVersion(t *testing.T) {
 	}
 	if m, err := g.layer.readManifest(ctx, "b", "k"); err != nil || m.VersionID != v2.VersionID || m.Lock != nil {
 		t.Fatalf("current version after updating v1: %+v, %v; want v2 unlocked", m, err)
+	}
+	// A repair switch of v1 then rewrites it as TS+1 by "+repair-n1". An
+	// update of that manifest writes TS+1 under this gateway's own
+	// writer, not the switch's: a second switch by n1 of the same
+	// manifest (TS+1, "+repair-n1") would otherwise tie with it exactly,
+	// and "+" sorts below every gateway writer, so the update wins.
+	sw := *up
+	sw.Version = metadata.Version{TS: up.Version.TS + 1, Writer: "+repair-n1"}
+	f.mu.Lock()
+	for _, id := range sw.Placement {
+		f.store("a"+id[1:], &sw)
+	}
+	f.mu.Unlock()
+	up, err = g.layer.updateVersion(ctx, "b", "k", v1.VersionID, hold)
+	if want := (metadata.Version{TS: sw.Version.TS + 1, Writer: g.layer.clock.writer}); err != nil || up.Version != want {
+		t.Fatalf("update of a switched v1: %+v, %v; want it stored as %s", up, err, want)
+	}
+	if second := (metadata.Version{TS: sw.Version.TS + 1, Writer: "+repair-n1"}); !second.Less(up.Version) {
+		t.Fatalf("a second switch %s does not lose to the update %s", second, up.Version)
 	}
 	up, err = g.layer.updateVersion(ctx, "b", "k", v2.VersionID, hold)
 	if err != nil || !v2.Version.Less(up.Version) || up.VersionID != v2.VersionID {

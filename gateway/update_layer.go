@@ -165,7 +165,11 @@ func (l *layer) updateVersionLocked(ctx context.Context, before *metadata.Manife
 		}
 		return &m, false, nil
 	}
-	m.Version = metadata.Version{TS: cur.Version.TS + 1, Writer: cur.Version.Writer}
+	// NB: this gateway's writer, not cur's: cur may be a repair switch
+	// ("+repair-<node>"), and a second switch of it by the same node
+	// would write exactly this Version with other data. Every gateway
+	// writer sorts above "+", so the update wins the tie.
+	m.Version = metadata.Version{TS: cur.Version.TS + 1, Writer: l.clock.writer}
 	if !m.Version.Less(*next) {
 		// NB: a version updated a nanosecond before the next one was
 		// written, or updated as many times as nanoseconds separate them.

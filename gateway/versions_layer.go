@@ -44,14 +44,26 @@ func (l *layer) deleteVersion(ctx context.Context, bucket, key, id string) (*met
 	return l.deleteVersionGuarded(ctx, bucket, key, id, nil)
 }
 
+// removalGuard is what a removal of a version by ID checks beyond the
+// lookup rules. check judges the version read (object lock: removable;
+// lifecycle: still due), and bypass goes to every shard server, each of
+// which refuses on its own to remove a version its object lock keeps
+// unless bypass lifts a GOVERNANCE retention (shardrpc.ErrLocked).
+type removalGuard struct {
+	check  func(*metadata.Manifest) error
+	bypass bool
+}
+
 // deleteVersionGuarded is deleteVersion that asks guard (unless nil)
 // about the version it read, and removes nothing when guard refuses
 // (object lock: removable), returning guard's error. With a guard the
 // removal holds the key's lease on every server it asks, from the read
 // the guard judges to the removal: a lock update (which holds the same
 // lease, updateVersion) lands either before that read or after the
-// removal, never unseen between them.
-func (l *layer) deleteVersionGuarded(ctx context.Context, bucket, key, id string, guard func(*metadata.Manifest) error) (*metadata.Manifest, error) {
+// removal, never unseen between them. Without one (a bucket without
+// object lock, as this gateway's cache knows it) the servers still
+// refuse a locked version: AccessDenied.
+func (l *layer) deleteVersionGuarded(ctx context.Context, bucket, key, id string, guard *removalGuard) (*metadata.Manifest, error) {
 	var removed *metadata.Manifest
 	err := l.fenced(ctx, func() error {
 		var err error
@@ -89,13 +101,13 @@ func (l *layer) removalTargets(m *metadata.Manifest) []string {
 }
 
 // deleteVersionOnce is one try of deleteVersionGuarded.
-func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, guard func(*metadata.Manifest) error) (*metadata.Manifest, error) {
+func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, guard *removalGuard) (*metadata.Manifest, error) {
 	m, err := l.readForRemoval(ctx, bucket, key, id)
 	if m == nil || err != nil {
 		return nil, err
 	}
 	if guard == nil {
-		if err := l.removeVersion(ctx, m, id, l.removalTargets(m), shardrpc.NoLease); err != nil {
+		if err := l.removeVersion(ctx, m, id, l.removalTargets(m), shardrpc.NoLease, false); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -105,7 +117,7 @@ func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, g
 	// quorum of the placement) is needed only to remove, so a locked
 	// version is refused with AccessDenied, not 503, while servers of its
 	// placement are down (TestObjectLock with three killed).
-	if err := guard(m); err != nil {
+	if err := guard.check(m); err != nil {
 		return nil, err
 	}
 	targets := l.removalTargets(m)
@@ -125,23 +137,28 @@ func (l *layer) deleteVersionOnce(ctx context.Context, bucket, key, id string, g
 		// placement the version has now.
 		return nil, fmt.Errorf("%w: version %q of %s/%s moved while its lease was taken", errNewer, id, bucket, key)
 	}
-	if err := guard(under); err != nil {
+	if err := guard.check(under); err != nil {
 		return nil, err
 	}
-	if err := l.removeVersion(lctx, under, id, targets, kl.holder); err != nil {
+	if err := l.removeVersion(lctx, under, id, targets, kl.holder, guard.bypass); err != nil {
 		return nil, err
 	}
 	return under, nil
 }
 
 // removeVersion asks every live server of targets to remove version id
-// of m's key, under lease (or shardrpc.NoLease), and succeeds once a
-// write quorum of m's placement has (removed it or held none).
-func (l *layer) removeVersion(ctx context.Context, m *metadata.Manifest, id string, targets []string, lease string) error {
+// of m's key, under lease (or shardrpc.NoLease), bypassing GOVERNANCE
+// retention if bypass, and succeeds once a write quorum of m's placement
+// has (removed it or held none). A server that refuses because the
+// version is locked (its own judgement of object lock) makes a failure
+// AccessDenied: a server holding an older manifest of the version (it
+// missed a lock update) may have removed its copy meanwhile, which
+// repair rebuilds.
+func (l *layer) removeVersion(ctx context.Context, m *metadata.Manifest, id string, targets []string, lease string, bypass bool) error {
 	var mu sync.Mutex
 	done := map[string]bool{}
 	_, errs := l.onLive(targets, func(node, addr string) error {
-		if _, err := l.shards.DeleteVersion(ctx, addr, m.Bucket, m.Key, id, lease); err != nil {
+		if _, err := l.shards.DeleteVersion(ctx, addr, m.Bucket, m.Key, id, lease, bypass); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -156,8 +173,12 @@ func (l *layer) removeVersion(ctx context.Context, m *metadata.Manifest, id stri
 		}
 	}
 	if want := l.writeQuorum(m); ok < want {
+		err := errors.Join(errs...)
+		if errors.Is(err, shardrpc.ErrLocked) {
+			return fmt.Errorf("%w: version %q of %s/%s: %w", errLockedVersion(), id, m.Bucket, m.Key, err)
+		}
 		return fmt.Errorf("%w: version %q of %s/%s removed on %d of %d servers, %d needed: %w",
-			errUnavailable, id, m.Bucket, m.Key, ok, len(m.Placement), want, errors.Join(errs...))
+			errUnavailable, id, m.Bucket, m.Key, ok, len(m.Placement), want, err)
 	}
 	return nil
 }

@@ -161,7 +161,7 @@ func TestStoreDigestIncrementalEqualsRebuild(t *testing.T) {
 		case 3: // moved off n1 by a repair
 			put(obj("b", key, 21, []string{"n2", "n3", "n4", "n5", "n6"}, fmt.Sprintf("a%d", i)))
 		case 4: // its only version removed
-			if _, err := s.DeleteVersion(ctx, "b", key, ""); err != nil {
+			if _, err := s.DeleteVersion(ctx, "b", key, "", false); err != nil {
 				t.Fatal(err)
 			}
 		}

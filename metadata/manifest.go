@@ -1,8 +1,10 @@
 package metadata
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -290,6 +292,51 @@ type Lock struct {
 // retention that has not run out, or a legal hold.
 func (l *Lock) Retained(now time.Time) bool {
 	return l != nil && (l.LegalHold || (l.Mode != "" && now.Before(l.RetainUntil)))
+}
+
+// Protects reports whether the lock forbids removing its version at
+// now: a legal hold, or a retention that has not run out, unless it is
+// GOVERNANCE and the removal bypasses it (S3's
+// x-amz-bypass-governance-retention). COMPLIANCE is never bypassed.
+// The gateway and every shard server judge removals by it.
+func (l *Lock) Protects(now time.Time, bypass bool) bool {
+	return l.Retained(now) && (l.LegalHold || l.Mode != LockGovernance || !bypass)
+}
+
+// AllowsNext reports whether next may replace l as the lock of the same
+// version at now: anything unless l is a COMPLIANCE retention in force,
+// which next must keep in the same mode until the same date or later.
+// GOVERNANCE retentions and legal holds are changed by the bucket's
+// owner, whom a shard server cannot tell from any other holder of the
+// cluster secret, so only COMPLIANCE binds every writer here.
+func (l *Lock) AllowsNext(next *Lock, now time.Time) bool {
+	if l == nil || l.Mode != LockCompliance || !now.Before(l.RetainUntil) {
+		return true
+	}
+	return next != nil && next.Mode == LockCompliance && !next.RetainUntil.Before(l.RetainUntil)
+}
+
+// SameData reports whether m and o describe the same object data: size,
+// ETag, code and geometry, the parts (IDs, sizes, shard CRCs, sealed
+// keys), inline bytes and encryption. A repair switch (another
+// placement) or a metadata update (tags, ACL, lock) keeps it.
+func (m *Manifest) SameData(o *Manifest) bool {
+	if m.Size != o.Size || m.ETag != o.ETag || m.Deleted != o.Deleted || m.Code != o.Code || m.CodecFormat != o.CodecFormat ||
+		m.ChunkSize != o.ChunkSize || !bytes.Equal(m.Inline, o.Inline) || len(m.Parts) != len(o.Parts) || (m.SSE == nil) != (o.SSE == nil) {
+		return false
+	}
+	if m.SSE != nil && (m.SSE.Customer != o.SSE.Customer || m.SSE.Overhead != o.SSE.Overhead ||
+		!bytes.Equal(m.SSE.Salt, o.SSE.Salt) || !bytes.Equal(m.SSE.MAC, o.SSE.MAC)) {
+		return false
+	}
+	for i, p := range m.Parts {
+		q := o.Parts[i]
+		if p.Number != q.Number || p.ID != q.ID || p.Size != q.Size || p.ETag != q.ETag ||
+			!slices.Equal(p.ShardCRC, q.ShardCRC) || !bytes.Equal(p.SealedKey, q.SealedKey) {
+			return false
+		}
+	}
+	return true
 }
 
 // LockRule is a bucket's default retention: every new version that

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -30,6 +31,9 @@ var (
 	ErrInvalidQuery = errors.New("metadata: invalid list query")
 	// ErrCorruptRecord is returned when a stored value cannot be decoded.
 	ErrCorruptRecord = errors.New("metadata: corrupt record")
+	// ErrLocked is returned when a removal or a write would take away
+	// what a version's object lock keeps (Lock.Protects, Lock.AllowsNext).
+	ErrLocked = errors.New("metadata: version protected by object lock")
 )
 
 // Options configure Open. The zero value is usable.
@@ -43,6 +47,9 @@ type Options struct {
 	NodeID string
 	// Logger receives pebble's log lines. Nil discards them.
 	Logger *slog.Logger
+	// Now is the clock object lock is judged by (a retention in force
+	// refuses removals and weaker writes of its version). Nil: time.Now.
+	Now func() time.Time
 }
 
 // Store is the pebble-backed metadata store of one shard server: manifests,
@@ -56,6 +63,7 @@ type Options struct {
 type Store struct {
 	db     *pebble.DB
 	nodeID string
+	now    func() time.Time
 
 	keyLocks [256]sync.Mutex // striped by hash of the manifest key
 	bucketMu sync.Mutex      // serialises bucket read-modify-writes
@@ -142,7 +150,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, nodeID: opts.NodeID}
+	s := &Store{db: db, nodeID: opts.NodeID, now: opts.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	if err := s.rebuildStats(); err != nil {
 		db.Close()
 		return nil, err
@@ -187,6 +198,15 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 	}
 	if holdsVersion(m.Version, cur, prev) {
 		return PutResult{Stored: false, Held: true, Current: cur}, nil
+	}
+	if e := newestOf(m.VersionID, cur, prev); e != nil && e.Version.Less(m.Version) {
+		// NB: a newer manifest of the version replaces it (the confirm
+		// job keeps the newest of each ID), so whoever sends it, it may
+		// neither change a locked version's data nor drop a COMPLIANCE
+		// retention in force.
+		if err := replaceLocked(e, m, s.now()); err != nil {
+			return PutResult{}, err
+		}
 	}
 	if !m.Newer(cur) {
 		kept, dropped := withPrevious(cur, prev, m)

@@ -164,7 +164,7 @@ func (s *Store) noncurrent(versions, page []*Manifest) ([]*Manifest, error) {
 		all = append(all, cur)
 	}
 	for _, m := range versions {
-		if !m.Deleted && !replaced(m, all, maxVersion) {
+		if !m.Deleted && !replaced(m, all, maxVersion, nil) {
 			page = append(page, m)
 		}
 	}

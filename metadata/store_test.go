@@ -146,7 +146,7 @@ func TestPutManifestNewerWinsAnyOrder(t *testing.T) {
 		if !owned("p1") || !owned("p2") || !owned("p5a") || !owned("p5b") {
 			t.Fatalf("trial %d order %v: want p1, p2, p5a, p5b indexed", trial, order)
 		}
-		if _, err := s.DropPrevious(ctx, "b", "k", newest.Version); err != nil {
+		if _, err := s.DropPrevious(ctx, "b", "k", newest.Version, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []string{"p1", "p2", "p5a", "p5b"} {

@@ -108,14 +108,14 @@ func TestVersionedHistory(t *testing.T) {
 					m.Versioned, m.VersionID = true, vid(a)
 					_, err = s.PutManifest(ctx, m)
 				case "drop":
-					_, err = s.DropPrevious(ctx, "b", "k", ver(a))
+					_, err = s.DropPrevious(ctx, "b", "k", ver(a), nil)
 				case "rm":
 					id := ""
 					if arg != "null" {
 						id = vid(a)
 					}
 					var rm []*Manifest
-					rm, err = s.DeleteVersion(ctx, "b", "k", id)
+					rm, err = s.DeleteVersion(ctx, "b", "k", id, false)
 					removed = len(rm)
 				default:
 					t.Fatalf("bad step %q", step)
@@ -229,10 +229,10 @@ func TestStatsCountPrevious(t *testing.T) {
 	if got, _ := s.Stats(ctx); got != want {
 		t.Fatalf("stats %+v, want %+v", got, want)
 	}
-	if _, err := s.DeleteVersion(ctx, "b", "k", vid(2)); err != nil {
+	if _, err := s.DeleteVersion(ctx, "b", "k", vid(2), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DeleteVersion(ctx, "b", "k", vid(4)); err != nil {
+	if _, err := s.DeleteVersion(ctx, "b", "k", vid(4), false); err != nil {
 		t.Fatal(err)
 	}
 	want = Stats{Objects: 1, Bytes: 100, Shards: 1, Previous: 1, PreviousBytes: 100, PreviousShards: 1}

@@ -104,13 +104,21 @@ func (s *Store) Versions(ctx context.Context, bucket, key string) (cur *Manifest
 // as new as upTo is safe (held by a write quorum).
 //
 // A previous version is replaced by a newer manifest (at or below upTo)
-// of the same version ID: for each version ID only the newest manifest
-// stays. Without versioning every manifest is the null version (empty
-// ID), so everything older than upTo goes; a versioned bucket's versions
-// each keep their newest manifest (a repair switch replaces the manifest
-// it repaired, which has its ID), and a suspended bucket's null write
-// replaces only the previous null version. See docs/VERSIONING.md.
-func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Version) ([]*Manifest, error) {
+// of the same version ID that the caller saw visible (seen; nil: every
+// one, for a caller that knows them all to be): for each version ID only
+// the newest visible manifest stays. Without versioning every manifest
+// is the null version (empty ID), so everything older than upTo goes; a
+// versioned bucket's versions each keep their newest manifest (a repair
+// switch replaces the manifest it repaired, which has its ID), and a
+// suspended bucket's null write replaces only the previous null version.
+// See docs/VERSIONING.md.
+//
+// Why seen: a repair switch of a noncurrent version that reached fewer
+// than k servers is not visible; if the servers that got it dropped the
+// manifest it rewrote, neither manifest of the version would have k
+// holders and the version would be unreadable until a scan finished the
+// switch.
+func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Version, seen func(*Manifest) bool) ([]*Manifest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -123,7 +131,7 @@ func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Versi
 	all := append([]*Manifest{cur}, prev...)
 	var keep, dropped []*Manifest
 	for _, p := range prev {
-		if p.Version.Less(upTo) && replaced(p, all, upTo) {
+		if p.Version.Less(upTo) && replaced(p, all, upTo, seen) {
 			dropped = append(dropped, p)
 		} else {
 			keep = append(keep, p)
@@ -138,15 +146,43 @@ func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Versi
 	return dropped, nil
 }
 
-// replaced reports whether one of all, at or below upTo, is a newer
-// manifest of m's version ID.
-func replaced(m *Manifest, all []*Manifest, upTo Version) bool {
+// replaced reports whether one of all, at or below upTo and seen (nil:
+// any), is a newer manifest of m's version ID.
+func replaced(m *Manifest, all []*Manifest, upTo Version, seen func(*Manifest) bool) bool {
 	for _, o := range all {
-		if o != nil && o.VersionID == m.VersionID && m.Version.Less(o.Version) && !upTo.Less(o.Version) {
+		if o != nil && o.VersionID == m.VersionID && m.Version.Less(o.Version) && !upTo.Less(o.Version) && (seen == nil || seen(o)) {
 			return true
 		}
 	}
 	return false
+}
+
+// replaceLocked refuses (ErrLocked) next as a newer manifest of version
+// old at now when old's lock keeps it (Lock.Retained) and next changes
+// its data, or when next drops old's COMPLIANCE retention
+// (Lock.AllowsNext). Repair switches and metadata updates keep both.
+func replaceLocked(old, next *Manifest, now time.Time) error {
+	switch {
+	case old.Lock.Retained(now) && !next.SameData(old):
+		return fmt.Errorf("%w: %s/%s version %q: a newer manifest changes its data", ErrLocked, old.Bucket, old.Key, old.VersionID)
+	case !old.Lock.AllowsNext(next.Lock, now):
+		return fmt.Errorf("%w: %s/%s version %q is under COMPLIANCE retention until %s", ErrLocked, old.Bucket, old.Key, old.VersionID, old.Lock.RetainUntil)
+	}
+	return nil
+}
+
+// newestOf returns the newest of cur and prev whose version ID is id, or
+// nil.
+func newestOf(id string, cur *Manifest, prev []*Manifest) *Manifest {
+	if cur != nil && cur.VersionID == id {
+		return cur // NB: every previous version is older
+	}
+	for _, m := range prev { // newest first
+		if m.VersionID == id {
+			return m
+		}
+	}
+	return nil
 }
 
 // DeleteVersion removes every manifest of (bucket, key) whose VersionID
@@ -157,8 +193,11 @@ func replaced(m *Manifest, all []*Manifest, upTo Version) bool {
 // and returns nil when the store holds no manifest of id.
 //
 // This is S3's DeleteObject with a versionId: the version goes for good,
-// not under a newer tombstone.
-func (s *Store) DeleteVersion(ctx context.Context, bucket, key, id string) ([]*Manifest, error) {
+// not under a newer tombstone. It is refused with ErrLocked, removing
+// nothing, while the lock of the newest manifest of id protects it
+// (Lock.Protects; bypass: the removal bypasses GOVERNANCE retention),
+// judged under the key's lock, atomically with the removal.
+func (s *Store) DeleteVersion(ctx context.Context, bucket, key, id string, bypass bool) ([]*Manifest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -167,6 +206,9 @@ func (s *Store) DeleteVersion(ctx context.Context, bucket, key, id string) ([]*M
 	cur, prev, err := s.versionsLocked(bucket, key)
 	if err != nil {
 		return nil, ignoreNotFound(err)
+	}
+	if m := newestOf(id, cur, prev); m != nil && m.Lock.Protects(s.now(), bypass) {
+		return nil, fmt.Errorf("%w: %s/%s version %q", ErrLocked, bucket, key, id)
 	}
 	var removed, keep []*Manifest
 	newCur := cur
@@ -292,7 +334,7 @@ func replacedOf(cur *Manifest, prev []*Manifest) []*Manifest {
 	all := append([]*Manifest{cur}, prev...)
 	var out []*Manifest
 	for _, p := range prev {
-		if replaced(p, all, maxVersion) {
+		if replaced(p, all, maxVersion, nil) {
 			out = append(out, p)
 		}
 	}

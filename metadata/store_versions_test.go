@@ -77,7 +77,7 @@ func TestPreviousVersions(t *testing.T) {
 				case "del":
 					_, err = s.PutManifest(ctx, tomb("b", "k", ts))
 				case "drop":
-					_, err = s.DropPrevious(ctx, "b", "k", ver(ts))
+					_, err = s.DropPrevious(ctx, "b", "k", ver(ts), nil)
 				case "rollback":
 					_, err = s.RollBack(ctx, "b", "k", ver(ts))
 				}
@@ -134,7 +134,7 @@ func TestPutResultReportsKeptAndDropped(t *testing.T) {
 	if err != nil || res.Stored || res.Kept || res.Dropped != nil || res.Current.Version != ver(top+1) {
 		t.Fatalf("held version: %+v %v", res, err)
 	}
-	if _, err := s.DropPrevious(ctx, "b", "k", ver(top+1)); err != nil {
+	if _, err := s.DropPrevious(ctx, "b", "k", ver(top+1), nil); err != nil {
 		t.Fatal(err)
 	}
 	res, err = s.PutManifest(ctx, obj("b", "k", 1, nodes3, "p1"))
@@ -243,7 +243,7 @@ func TestListCarriesPrevious(t *testing.T) {
 		k.Previous[0].ETag != "etag-2" || k.Previous[0].Code != "rs-2-1" || k.Previous[0].Size != 100 || k.Previous[0].Deleted {
 		t.Fatalf("entry of k: %+v", k)
 	}
-	if _, err := s.DropPrevious(ctx, "b", "k", ver(3)); err != nil {
+	if _, err := s.DropPrevious(ctx, "b", "k", ver(3), nil); err != nil {
 		t.Fatal(err)
 	}
 	es, _, _ = s.List(ctx, ListQuery{Bucket: "b", Prefix: "k"})

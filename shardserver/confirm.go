@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,6 +82,29 @@ func (t *tally) add(cur *metadata.Manifest, prev []*metadata.Manifest) {
 		if t.manifests[m.Version] == nil {
 			t.manifests[m.Version] = m
 		}
+	}
+}
+
+// seenFn is what DropPrevious may drop for (metadata.Store.DropPrevious's
+// seen): a manifest m such that a manifest of m's version ID at least as
+// new as m is visible in t (or is cur, noted: a gateway said it is on a
+// write quorum). A manifest goes only for a newer one of its version ID
+// that is visible: a noncurrent repair switch stored on fewer than k
+// servers must not take the manifest it rewrote from them
+// (docs/VERSIONING.md, "What the confirm job keeps"), while a version
+// moved and repaired elsewhere (seen visible there) still replaces the
+// ones below it here.
+func (t *tally) seenFn(cur *metadata.Manifest, noted bool, visible func(*metadata.Manifest) int) func(*metadata.Manifest) bool {
+	return func(m *metadata.Manifest) bool {
+		if noted && m.Version == cur.Version {
+			return true
+		}
+		for v, o := range t.manifests {
+			if o.VersionID == m.VersionID && !v.Less(m.Version) && t.holders[v] >= visible(o) {
+				return true
+			}
+		}
+		return false
 	}
 }
 
@@ -220,13 +244,20 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool,
 	}
 	verdict := verdictConfirm
 	var t tally
-	if !s.noted(cur) {
+	noted := s.noted(cur)
+	if !noted || len(rewritten(cur, prev)) > 0 {
+		// NB: a noted version is visible, but a previous manifest
+		// rewritten by another previous one (a noncurrent version's
+		// repair switch or update) goes only once that one is seen
+		// visible too, which takes asking.
 		t = s.ask(ctx, cur, prev)
+	}
+	if !noted {
 		verdict = decide(cur, t, s.now().Sub(j.Since), s.cfg.RollbackAfter, s.visible)
 	}
 	switch verdict {
 	case verdictConfirm:
-		dropped, err := s.meta.DropPrevious(ctx, j.Bucket, j.Key, cur.Version)
+		dropped, err := s.meta.DropPrevious(ctx, j.Bucket, j.Key, cur.Version, t.seenFn(cur, noted, s.visible))
 		if err != nil {
 			return false, err
 		}
@@ -285,7 +316,12 @@ func (s *Server) ask(ctx context.Context, cur *metadata.Manifest, prev []*metada
 	// repair moved its shards away): readers count every server's vote.
 	t.add(cur, prev)
 	asked := map[string]bool{s.cfg.NodeID: true}
-	next := cur.Placement
+	next := slices.Clone(cur.Placement)
+	for _, m := range rewritten(cur, prev) {
+		// NB: a noncurrent version's switch may have moved it off cur's
+		// placement; its holders are counted where it went.
+		next = append(next, m.Placement...)
+	}
 	for range askRounds {
 		if next = notAsked(next, asked); len(next) == 0 {
 			break
@@ -299,6 +335,23 @@ func (s *Server) ask(ctx context.Context, cur *metadata.Manifest, prev []*metada
 		}
 	}
 	return t
+}
+
+// rewritten returns the previous manifests that rewrite an older one of
+// their version ID (a noncurrent version's repair switch or metadata
+// update), other than cur's ID (cur replaces those itself): what the
+// confirm job must see visible before it drops what they rewrote. An
+// unversioned key's overwrites all share cur's (null) ID, so it has none.
+func rewritten(cur *metadata.Manifest, prev []*metadata.Manifest) []*metadata.Manifest {
+	var out []*metadata.Manifest
+	for _, m := range prev {
+		if m.VersionID != cur.VersionID && slices.ContainsFunc(prev, func(p *metadata.Manifest) bool {
+			return p.VersionID == m.VersionID && p.Version.Less(m.Version)
+		}) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // notAsked returns the IDs of ids not in asked, once each, and marks them

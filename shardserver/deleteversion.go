@@ -14,6 +14,12 @@ import (
 // manifests' shard files go to the GC queue after GCDelay, so reads of
 // the version in flight finish; GC keeps any file another kept manifest
 // still names.
+//
+// The server applies object lock itself (metadata.Store.DeleteVersion):
+// a version whose newest manifest here is under retention or legal hold
+// is refused (ErrLocked) unless the request bypasses a GOVERNANCE
+// retention, so no holder of the cluster secret removes a locked version
+// by this route without the bypass, and none a COMPLIANCE or held one.
 func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	bucket, key, id := q.Get(shardrpc.ParamBucket), q.Get(shardrpc.ParamKey), q.Get(shardrpc.ParamVersionID)
@@ -32,7 +38,8 @@ func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) {
 		}
 		defer done()
 	}
-	removed, err := s.meta.DeleteVersion(r.Context(), bucket, key, id)
+	bypass := q.Get(shardrpc.ParamBypassGovernance) == "true"
+	removed, err := s.meta.DeleteVersion(r.Context(), bucket, key, id, bypass)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -114,6 +114,11 @@ func (s *Server) collectGarbage(ctx context.Context) (int, error) {
 // holds reports whether a current manifest, or a previous version the
 // store keeps, places shard idx of part fileID on this node.
 func (s *Server) holds(ctx context.Context, fileID string, idx int) (bool, error) {
+	return s.holdsWhere(ctx, fileID, idx, func(*metadata.Manifest) bool { return true })
+}
+
+// holdsWhere is holds counting only the manifests that match.
+func (s *Server) holdsWhere(ctx context.Context, fileID string, idx int, match func(*metadata.Manifest) bool) (bool, error) {
 	owners, err := s.meta.PartOwners(ctx, fileID)
 	if err != nil {
 		return false, err
@@ -127,6 +132,9 @@ func (s *Server) holds(ctx context.Context, fileID string, idx int) (bool, error
 			return false, err
 		}
 		for _, m := range append([]*metadata.Manifest{cur}, prev...) {
+			if !match(m) {
+				continue
+			}
 			for _, r := range heldBy(m, s.cfg.NodeID) {
 				if r == (shardRef{fileID, idx}) {
 					return true, nil

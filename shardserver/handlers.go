@@ -136,9 +136,23 @@ func (s *Server) statShard(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// deleteShard removes a shard file: a failed PUT's or repair's leftovers.
+// A shard that a version under object lock places here is refused
+// (ErrLocked), whoever asks: no legitimate caller deletes a kept
+// version's shard, and a holder of the cluster secret must not remove a
+// locked version's data under its manifest.
 func (s *Server) deleteShard(w http.ResponseWriter, r *http.Request) {
 	fileID, idx, ok := s.shardName(w, r)
 	if !ok {
+		return
+	}
+	locked, err := s.holdsWhere(r.Context(), fileID, idx, func(m *metadata.Manifest) bool { return m.Lock.Retained(s.now()) })
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if locked {
+		s.fail(w, r, fmt.Errorf("%w: shard %s/%d of a locked version", metadata.ErrLocked, fileID, idx))
 		return
 	}
 	if err := s.shards.remove(fileID, idx); err != nil {
@@ -351,6 +365,9 @@ func (s *Server) errorCode(r *http.Request, err error) (status int, code string)
 		s.log.Error("shard corrupt", "path", r.URL.Path, "err", err)
 	case errors.Is(err, shardrpc.ErrLeaseHeld):
 		status, code = http.StatusConflict, shardrpc.CodeLeaseHeld
+	case errors.Is(err, metadata.ErrLocked):
+		status, code = http.StatusConflict, shardrpc.CodeLocked
+		s.log.Warn("refused: object lock", "method", r.Method, "path", r.URL.Path, "err", err)
 	case errors.Is(err, shardrpc.ErrBadRequest), errors.Is(err, errBody), errors.Is(err, metadata.ErrInvalidUpload),
 		errors.Is(err, metadata.ErrInvalidManifest), errors.Is(err, metadata.ErrInvalidBucket),
 		errors.Is(err, metadata.ErrInvalidAccessKey), errors.Is(err, metadata.ErrInvalidQuery):

@@ -218,7 +218,7 @@ func TestTombstoneWaitsForServerWithOlderVersion(t *testing.T) {
 		t.Fatalf("collected while v is still under the tombstone on %v: holders %v", late, h)
 	}
 	for _, id := range late {
-		if _, err := c.stores[id].DropPrevious(context.Background(), "b", "k", metadata.Version{TS: 10, Writer: "gw"}); err != nil {
+		if _, err := c.stores[id].DropPrevious(context.Background(), "b", "k", metadata.Version{TS: 10, Writer: "gw"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -344,11 +344,11 @@ func TestTombstoneWithVersionsUnderItKept(t *testing.T) {
 		}
 		// The confirm jobs run (the tombstone is on a write quorum).
 		upTo := tomb9(10).Version
-		if _, err := c.srv.meta.DropPrevious(context.Background(), "b", "k", upTo); err != nil {
+		if _, err := c.srv.meta.DropPrevious(context.Background(), "b", "k", upTo, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range first9[1:] {
-			if _, err := c.stores[id].DropPrevious(context.Background(), "b", "k", upTo); err != nil {
+			if _, err := c.stores[id].DropPrevious(context.Background(), "b", "k", upTo, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,7 +11,9 @@ import (
 	"github.com/minio/minio-go/v7"
 	lc "github.com/minio/minio-go/v7/pkg/lifecycle"
 
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/internal/sigv4"
+	"github.com/regen-s3/regen/metadata"
 )
 
 // lockCode is the S3 error code of err ("" for none).
@@ -267,5 +270,133 @@ func TestObjectLock(t *testing.T) {
 	// And the bucket cannot go while they exist.
 	if code, body := signedRequest(t, d, http.MethodDelete, "/locked", nil, nil); code != http.StatusConflict || !strings.Contains(body, "BucketNotEmpty") {
 		t.Errorf("DELETE of the lock bucket: %d %s; want 409 BucketNotEmpty", code, body)
+	}
+}
+
+// TestObjectLockAtShardServers: object lock turned on for an existing
+// versioned bucket (as S3 allows; refused for unversioned and suspended
+// buckets), and enforced by the shard servers themselves: a client that
+// holds the cluster secret and calls the shard API directly cannot remove
+// a retained version (DeleteVersion on every server, with the bypass for
+// COMPLIANCE), delete its shards, roll it back with an abort, or replace
+// its manifest with one without its COMPLIANCE retention; the version
+// reads back exact. The GOVERNANCE bypass is the shard API's to give.
+func TestObjectLockAtShardServers(t *testing.T) {
+	parallel(t)
+	d := startDev(t, "--rollback-after", "2s")
+	c := d.client(t)
+	mustMakeBucket(t, c, "later")
+	gov, comp := minio.Governance, minio.Compliance
+	day, days := uint(1), minio.Days
+	if err := c.SetObjectLockConfig(ctx(t), "later", &gov, &day, &days); lockCode(err) != "InvalidBucketState" {
+		t.Fatalf("object lock on an unversioned bucket: %v; want InvalidBucketState", err)
+	}
+	if err := c.EnableVersioning(ctx(t), "later"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SuspendVersioning(ctx(t), "later"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetObjectLockConfig(ctx(t), "later", &gov, &day, &days); lockCode(err) != "InvalidBucketState" {
+		t.Fatalf("object lock on a suspended bucket: %v; want InvalidBucketState", err)
+	}
+	if err := c.EnableVersioning(ctx(t), "later"); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("kept for years "), 70000) // a megabyte: shards, not inline
+	before := put(t, c, "later", "doc", data, minio.PutObjectOptions{}).VersionID
+	if err := c.SetObjectLockConfig(ctx(t), "later", &gov, &day, &days); err != nil {
+		t.Fatalf("object lock on a versioned bucket: %v", err)
+	}
+	if enabled, mode, _, _, err := c.GetObjectLockConfig(ctx(t), "later"); err != nil || enabled != "Enabled" || mode == nil || *mode != gov {
+		t.Fatalf("lock configuration after enabling: %q %v %v", enabled, mode, err)
+	}
+	if err := c.SuspendVersioning(ctx(t), "later"); lockCode(err) != "InvalidBucketState" {
+		t.Fatalf("suspending versioning after object lock: %v; want InvalidBucketState", err)
+	}
+	// A version from before takes a retention now; a new one the default.
+	until := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	if err := c.PutObjectRetention(ctx(t), "later", "doc", minio.PutObjectRetentionOptions{VersionID: before, Mode: &comp, RetainUntilDate: &until}); err != nil {
+		t.Fatalf("retention of a version written before object lock: %v", err)
+	}
+	after := put(t, c, "later", "doc", []byte("governed"), minio.PutObjectOptions{}).VersionID
+	if mode, _, err := c.GetObjectRetention(ctx(t), "later", "doc", after); err != nil || *mode != gov {
+		t.Fatalf("default retention of a version written after: %v %v", mode, err)
+	}
+
+	sc := shardrpc.New(d.info.Secret, nil)
+	var addrs []string
+	for _, s := range d.info.Shards {
+		addrs = append(addrs, s.Addr)
+	}
+	removeAll := func(id string, bypass bool) (removed int) {
+		for _, a := range addrs {
+			n, err := sc.DeleteVersion(ctx(t), a, "later", "doc", id, shardrpc.NoLease, bypass)
+			if err != nil && !errors.Is(err, shardrpc.ErrLocked) {
+				t.Fatalf("DeleteVersion on %s: %v", a, err)
+			}
+			removed += n
+		}
+		return removed
+	}
+	if n := removeAll(before, false) + removeAll(before, true) + removeAll(after, false); n != 0 {
+		t.Fatalf("the shard API removed %d manifests of retained versions", n)
+	}
+	var held *metadata.Manifest
+	for _, a := range addrs {
+		cur, prev, err := sc.GetManifestVersions(ctx(t), a, "later", "doc")
+		if err != nil {
+			continue
+		}
+		for _, m := range append(prev, cur) {
+			if m.VersionID == before && (held == nil || held.Version.Less(m.Version)) {
+				held = m
+			}
+		}
+	}
+	if held == nil || held.Lock == nil || held.Lock.Mode != "COMPLIANCE" || len(held.Parts) == 0 {
+		t.Fatalf("the retained version's manifest: %+v", held)
+	}
+	weak := *held
+	weak.Version, weak.Lock = metadata.Version{TS: held.Version.TS + 1, Writer: "intruder"}, nil
+	for i, node := range held.Placement {
+		for _, s := range d.info.Shards {
+			if s.ID != node {
+				continue
+			}
+			if err := sc.DeleteShard(ctx(t), s.Addr, held.Parts[0].ID, i); !errors.Is(err, shardrpc.ErrLocked) {
+				t.Fatalf("DeleteShard %d of a retained version on %s: %v; want ErrLocked", i, node, err)
+			}
+			if _, _, err := sc.PutManifest(ctx(t), s.Addr, &weak); !errors.Is(err, shardrpc.ErrLocked) {
+				t.Fatalf("PutManifest of the version without its COMPLIANCE retention on %s: %v; want ErrLocked", node, err)
+			}
+		}
+	}
+	// An abort rolls back a failed write only while it is fresh (the
+	// writer's own, right after it failed); "after" is the current version.
+	ver, err := metadata.ParseVersion(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the version to outlive --rollback-after", func() bool {
+		return time.Since(time.Unix(0, ver.TS)) > 3*time.Second
+	})
+	for _, a := range addrs {
+		if err := sc.AbortManifest(ctx(t), a, "later", "doc", ver); err != nil && !errors.Is(err, shardrpc.ErrLocked) {
+			t.Fatalf("AbortManifest on %s: %v", a, err)
+		}
+	}
+	if got := get(t, c, "later", "doc", minio.GetObjectOptions{VersionID: before}); !bytes.Equal(got, data) {
+		t.Fatalf("the COMPLIANCE version after the shard API's attempts: %d bytes, want %d", len(got), len(data))
+	}
+	if got := get(t, c, "later", "doc", minio.GetObjectOptions{}); string(got) != "governed" {
+		t.Fatalf("the current GOVERNANCE version after the shard API's attempts: %q", got)
+	}
+	if mode, date, err := c.GetObjectRetention(ctx(t), "later", "doc", before); err != nil || *mode != comp || !date.Equal(until) {
+		t.Fatalf("retention after the shard API's attempts: %v %v %v", mode, date, err)
+	}
+	// GOVERNANCE yields to the bypass, through the shard API as through S3.
+	if n := removeAll(after, true); n == 0 {
+		t.Fatal("DeleteVersion with the bypass removed no GOVERNANCE manifest")
 	}
 }

@@ -33,6 +33,7 @@ func TestErrorMapping(t *testing.T) {
 		{409, CodeCorrupt, ErrCorrupt},
 		{400, CodeBadRequest, ErrBadRequest},
 		{401, CodeUnauthorized, ErrUnauthorized},
+		{409, CodeLocked, ErrLocked},
 		{500, CodeInternal, nil},
 		{404, CodeNoRoute, nil},
 	}
@@ -50,7 +51,7 @@ func TestErrorMapping(t *testing.T) {
 			if !errors.As(err, &re) || re.Status != c.status || re.Code != c.code {
 				t.Fatalf("%d %s: remote error %+v", c.status, c.code, re)
 			}
-			for _, s := range []error{ErrNotFound, ErrCorrupt, ErrBadRequest, ErrUnauthorized} {
+			for _, s := range []error{ErrNotFound, ErrCorrupt, ErrBadRequest, ErrUnauthorized, ErrLocked} {
 				if got := errors.Is(err, s); got != (s == c.want) {
 					t.Errorf("%d %s: errors.Is(%v) = %v", c.status, c.code, s, got)
 				}

@@ -62,6 +62,9 @@ const (
 	// CodeUnavailable: the server cannot take the request now (a limit);
 	// retry later.
 	CodeUnavailable = "Unavailable"
+	// CodeLocked: the request would remove or weaken what a version's
+	// object lock keeps (metadata.ErrLocked).
+	CodeLocked = "Locked"
 )
 
 // Sentinel errors. Client methods return them wrapped in *NodeError.
@@ -76,6 +79,9 @@ var (
 	// ErrBadRequest: the node rejected the request as malformed (bad shard
 	// name, invalid manifest, range outside the shard, ...).
 	ErrBadRequest = errors.New("shardrpc: bad request")
+	// ErrLocked: the node refused to remove, roll back or weaken a
+	// version its object lock keeps (retention in force, legal hold).
+	ErrLocked = errors.New("shardrpc: version protected by object lock")
 )
 
 // Limits on shard names. Object keys never become file names: shard files
@@ -248,6 +254,8 @@ func (e *RemoteError) Unwrap() error {
 		return ErrBadRequest
 	case CodeLeaseHeld:
 		return ErrLeaseHeld
+	case CodeLocked:
+		return ErrLocked
 	}
 	return nil
 }

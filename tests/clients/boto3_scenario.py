@@ -230,8 +230,9 @@ def versioning(s3):
 def object_lock(s3):
     """Create a lock bucket, put with GOVERNANCE retention, see the
     version refused deletion (alone and in delete_objects), a legal hold
-    on and off, a default retention; then remove everything with the
-    governance bypass so the bucket can go."""
+    on and off, a default retention, object lock turned on for a bucket
+    once its versioning is Enabled (refused before); then remove
+    everything with the governance bypass so the bucket can go."""
     bucket = "boto3-locked"
     s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
     check(s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled", "a lock bucket is versioned")
@@ -278,6 +279,14 @@ def object_lock(s3):
           "a plain bucket has no lock configuration")
     check(error_code(lambda: s3.put_object(Bucket=plain, Key="k", Body=b"x", ObjectLockLegalHoldStatus="ON"))
           == "InvalidRequest", "lock headers refused in a plain bucket")
+    lock_conf = {"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}}}
+    check(error_code(lambda: s3.put_object_lock_configuration(Bucket=plain, ObjectLockConfiguration=lock_conf))
+          == "InvalidBucketState", "object lock refused for an unversioned bucket")
+    s3.put_bucket_versioning(Bucket=plain, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object_lock_configuration(Bucket=plain, ObjectLockConfiguration=lock_conf)
+    conf = s3.get_object_lock_configuration(Bucket=plain)["ObjectLockConfiguration"]
+    check(conf["ObjectLockEnabled"] == "Enabled" and conf["Rule"]["DefaultRetention"]["Days"] == 1,
+          "object lock turned on for a versioned bucket: %s" % conf)
     s3.delete_bucket(Bucket=plain)
 
     objs = [{"Key": o["Key"], "VersionId": o["VersionId"]} for o in s3.list_object_versions(Bucket=bucket).get("Versions", [])]
