@@ -69,6 +69,17 @@ func TestLockedVersionsKept(t *testing.T) {
 	}
 }
 
+// openClocked opens an in-memory store whose clock reads *now.
+func openClocked(t *testing.T, now *time.Time) *Store {
+	t.Helper()
+	s, err := Open("db", Options{FS: vfs.NewMem(), NodeID: "n1", Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestDeleteVersionRefusesLocked: a store refuses to remove a version
 // while the newest manifest of its ID protects it (legal hold,
 // COMPLIANCE, GOVERNANCE without bypass), removing nothing, and removes
@@ -76,11 +87,7 @@ func TestLockedVersionsKept(t *testing.T) {
 func TestDeleteVersionRefusesLocked(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	s, err := Open("db", Options{FS: vfs.NewMem(), NodeID: "n1", Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openClocked(t, &now)
 	later, earlier := now.Add(time.Hour), now.Add(-time.Second)
 	locks := map[string]*Lock{
 		"gov":     {Mode: LockGovernance, RetainUntil: later},
@@ -136,11 +143,7 @@ func TestDeleteVersionRefusesLocked(t *testing.T) {
 func TestComplianceNotWeakened(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	s, err := Open("db", Options{FS: vfs.NewMem(), NodeID: "n1", Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openClocked(t, &now)
 	until := now.Add(time.Hour)
 	ts := int64(1)
 	data := obj("b", "k", 1, nodes3, "p")
@@ -202,11 +205,7 @@ func TestComplianceNotWeakened(t *testing.T) {
 // repair switch of docs/VERSIONING.md's known limits).
 func TestDropPreviousOnlyForSeen(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open("db", Options{FS: vfs.NewMem(), NodeID: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openMem(t, nil, "n1")
 	old := obj("b", "k", 10, nodes3, "p1")
 	old.Versioned = true
 	if _, err := s.PutManifest(ctx, old); err != nil {
