@@ -64,6 +64,14 @@ type Config struct {
 	// assumes. Default 1h: six times RollbackAfter's default, sixty times
 	// a manifest write's timeout. Tests and chaos runs set it to seconds.
 	TombstoneGrace time.Duration
+	// TombstoneSettle is how long after Run starts this server waits
+	// before it checks tombstones with its peers (it still ends the jobs
+	// it can decide alone): a process that just started knows only the
+	// servers gossip has shown it so far, and one it has not heard of
+	// would not be asked. Default 1m, room for a slow first gossip
+	// exchange on a large or busy cluster. Tests whose cluster is whole
+	// before the first DELETE set it to seconds.
+	TombstoneSettle time.Duration
 	// Members returns the node IDs of every shard server this one knows,
 	// live or dead (cmd: the gossip view, which remembers dead servers
 	// for the life of the process). A tombstone is collected only once
@@ -129,6 +137,7 @@ func DefaultConfig() Config {
 		RollbackAfter:       10 * time.Minute,
 		ConfirmRetry:        30 * time.Second,
 		TombstoneGrace:      time.Hour,
+		TombstoneSettle:     time.Minute,
 		OrphanAge:           24 * time.Hour,
 		OrphanSweepInterval: time.Hour,
 		UploadMaxAge:        7 * 24 * time.Hour,
@@ -170,6 +179,8 @@ func (c Config) Validate() error {
 		return bad("RollbackAfter and ConfirmRetry must be positive")
 	case c.TombstoneGrace < MinTombstoneGrace:
 		return bad("TombstoneGrace %v is below %v; a write in flight could bring a deleted object back", c.TombstoneGrace, MinTombstoneGrace)
+	case c.TombstoneSettle < 0:
+		return bad("negative TombstoneSettle")
 	case c.GCInterval <= 0 || c.OrphanSweepInterval <= 0:
 		return bad("GCInterval and OrphanSweepInterval must be positive")
 	case c.OrphanAge < time.Minute:

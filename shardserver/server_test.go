@@ -341,6 +341,7 @@ func TestConfigValidate(t *testing.T) {
 		"huge block":  func(c *Config) { c.BlockSize = MaxBlockSize + 1 },
 		"orphan age":  func(c *Config) { c.OrphanAge = time.Second },
 		"gc interval": func(c *Config) { c.GCInterval = 0 },
+		"settle":      func(c *Config) { c.TombstoneSettle = -time.Second },
 	} {
 		c := good
 		mod(&c)

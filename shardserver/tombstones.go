@@ -63,11 +63,6 @@ type tombstoneAPI interface {
 // tombCallTimeout bounds one peer's answer in a collection round.
 const tombCallTimeout = 30 * time.Second
 
-// membersSettle is how long after it starts a server waits before it
-// checks tombstones: a joining process learns the live members in its
-// first gossip exchange, and a minute leaves room for a slow one.
-const membersSettle = time.Minute
-
 // tombVerdict is what one check of a tombstone found.
 type tombVerdict int
 
@@ -166,9 +161,9 @@ func (s *Server) runTombstones(ctx context.Context) (int, error) {
 	}
 	// NB: a process that just started knows only the servers gossip has
 	// shown it so far, and one it has not heard of yet would not be
-	// asked: until membersSettle has passed it only ends the jobs it can
-	// decide alone (the key gone or moved on here).
-	settled := s.runStart.Add(membersSettle)
+	// asked: until Config.TombstoneSettle has passed it only ends the
+	// jobs it can decide alone (the key gone or moved on here).
+	settled := s.runStart.Add(s.cfg.TombstoneSettle)
 	settling := !s.runStart.IsZero() && s.now().Before(settled)
 	collected := 0
 	for {

@@ -396,9 +396,9 @@ func TestTombstoneChecksWaitForGossipAfterStart(t *testing.T) {
 	c.clock.advance(testTombGrace) // the check is due...
 	c.srv.runStart = c.clock.now() // ...but Run just started: the gossip view may be partial
 	if n := c.tick(t, time.Second); n != 0 || len(c.holders(t)) != 9 {
-		t.Fatalf("collected %d within the first %v of the process; holders %v", n, membersSettle, c.holders(t))
+		t.Fatalf("collected %d within the first %v of the process; holders %v", n, c.srv.cfg.TombstoneSettle, c.holders(t))
 	}
-	if n := c.tick(t, membersSettle); n != 1 || len(c.holders(t)) != 0 {
+	if n := c.tick(t, c.srv.cfg.TombstoneSettle); n != 1 || len(c.holders(t)) != 0 {
 		t.Fatalf("collected %d once the view settled; holders %v", n, c.holders(t))
 	}
 }

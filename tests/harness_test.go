@@ -98,6 +98,7 @@ type devCluster struct {
 	cmd  *exec.Cmd
 	info devInfo
 
+	env     []string      // added to the environment of regen dev and of restarted shard servers
 	exited  chan struct{} // closed once cmd has exited and been waited for
 	stopped bool          // stop signalled it
 	mu      sync.Mutex
@@ -119,6 +120,15 @@ func freeAddr(t testing.TB) string {
 // whether it passed or not.
 func startDev(t testing.TB, args ...string) *devCluster {
 	t.Helper()
+	return startDevEnv(t, nil, args...)
+}
+
+// startDevEnv is startDev with env (KEY=value) added to the environment
+// of regen dev and so of its shard servers, for what only they read
+// (REGEN_UPLOAD_MAX_AGE): unlike t.Setenv, it leaves the test free to run
+// in parallel.
+func startDevEnv(t testing.TB, env []string, args ...string) *devCluster {
+	t.Helper()
 	dir := t.TempDir()
 	if os.Getenv("REGEN_E2E_KEEP") != "" {
 		// Keep the cluster's data and logs for a post-mortem.
@@ -128,17 +138,22 @@ func startDev(t testing.TB, args ...string) *devCluster {
 		}
 		t.Logf("regen dev data and logs kept in %s", dir)
 	}
-	return startDevIn(t, dir, args...)
+	return startDevInEnv(t, dir, env, args...)
 }
 
 func startDevIn(t testing.TB, dir string, args ...string) *devCluster {
+	t.Helper()
+	return startDevInEnv(t, dir, nil, args...)
+}
+
+func startDevInEnv(t testing.TB, dir string, env []string, args ...string) *devCluster {
 	t.Helper()
 	e2e(t)
 	// The S3 port is picked free and handed to regen dev, so on a busy
 	// machine another process may take it first; dev then exits at once
 	// with "cannot listen for S3" and we try again on another port.
 	for attempt := 1; ; attempt++ {
-		d, err := tryStartDev(t, dir, args)
+		d, err := tryStartDev(t, dir, env, args)
 		if err == nil {
 			return d
 		}
@@ -149,12 +164,12 @@ func startDevIn(t testing.TB, dir string, args ...string) *devCluster {
 	}
 }
 
-func tryStartDev(t testing.TB, dir string, args []string) (*devCluster, error) {
+func tryStartDev(t testing.TB, dir string, env, args []string) (*devCluster, error) {
 	os.Remove(filepath.Join(dir, "dev.json"))
 	addr := freeAddr(t)
 	all := append([]string{"dev", "--data", dir, "--addr", addr}, args...)
 	cmd := exec.Command(regenBin, all...)
-	cmd.Env = append(os.Environ(), "REGEN_ACCESS_KEY=e2e-access", "REGEN_SECRET_KEY=e2e-secret-key")
+	cmd.Env = append(append(os.Environ(), env...), "REGEN_ACCESS_KEY=e2e-access", "REGEN_SECRET_KEY=e2e-secret-key")
 	pr, pw, _ := os.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -162,7 +177,7 @@ func tryStartDev(t testing.TB, dir string, args []string) (*devCluster, error) {
 		t.Fatal(err)
 	}
 	pw.Close()
-	d := &devCluster{t: t, dir: dir, cmd: cmd, exited: make(chan struct{})}
+	d := &devCluster{t: t, dir: dir, cmd: cmd, env: env, exited: make(chan struct{})}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -387,7 +402,7 @@ func (d *devCluster) restartShard(i int, args []string) {
 		d.t.Fatal(err)
 	}
 	cmd := exec.Command(regenBin, args...)
-	cmd.Env = append(os.Environ(), "REGEN_CLUSTER_SECRET="+d.info.Secret)
+	cmd.Env = append(append(os.Environ(), d.env...), "REGEN_CLUSTER_SECRET="+d.info.Secret)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -85,9 +85,12 @@ func TestBucketLifecycle(t *testing.T) {
 		k, u := keys(), uploads()
 		return !k["tmp/a"] && !k["tmp/b/c"] && !k["tagged"] && !u["mpu/big"]
 	})
-	// Passes run every second with one-second days: had the others been
-	// selected, they would be gone by now too.
-	time.Sleep(2 * time.Second)
+	// Had the others been selected, a pass begun since would have taken
+	// them too: two more passes end, and the second began after this read
+	// (the first may have been under way), two ticks of the 1 s interval
+	// after the pass that took the last expired one.
+	passes := d.adminStatus(t).Lifecycle.Passes
+	waitFor(t, 60*time.Second, "two more lifecycle passes", func() bool { return d.adminStatus(t).Lifecycle.Passes >= passes+2 })
 	if k := keys(); len(k) != 3 || !k["keep/a"] || !k["untagged"] || !k["tmpx"] {
 		t.Errorf("objects left: %v; want keep/a, untagged and tmpx", k)
 	}

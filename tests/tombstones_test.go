@@ -36,7 +36,13 @@ func (d *devCluster) tombStatus(t *testing.T) tombStatus {
 // through GET, HEAD, the listing or ListObjectVersions.
 func TestTombstoneCollection(t *testing.T) {
 	e2e(t)
-	d := startDev(t, "--tombstone-grace", "2s", "--gc-delay", "1s")
+	// NB: a settle of seconds, not the minute a server otherwise waits
+	// after its start before it checks tombstones: dev writes dev.json
+	// only once gossip shows the gateway every shard server, and 15 s
+	// outlasts a full state exchange of dev's gossip (every 10 s), so
+	// each server's view is whole before its first check (a restarted
+	// server learns it in its join).
+	d := startDev(t, "--tombstone-grace", "2s", "--tombstone-settle", "15s", "--gc-delay", "1s")
 	c := d.client(t)
 	sc := shardrpc.New(d.info.Secret, nil)
 	const bucket = "tombs"

@@ -102,7 +102,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 			"--log-format", gf.logFormat, "--log-level", gf.logLevel}
 		args = append(args, rf.args()...)
 		return append(args, "--gc-delay", sf.gcDelay.String(), "--rollback-after", sf.rollbackAfter.String(),
-			"--tombstone-grace", sf.tombstoneGrace.String())
+			"--tombstone-grace", sf.tombstoneGrace.String(), "--tombstone-settle", sf.tombstoneSettle.String())
 	}
 	if err := checkShardOptions(shardArgs(data), gf.secret); err != nil {
 		return err

@@ -34,6 +34,7 @@ type shardFlags struct {
 	uploadMaxAge, uploadSweep time.Duration
 	gcDelay, rollbackAfter    time.Duration
 	tombstoneGrace            time.Duration
+	tombstoneSettle           time.Duration
 	repair                    repairFlags
 	netLimit                  int64
 	limits                    limitFlags
@@ -82,6 +83,7 @@ func (f *shardFlags) registerGC(o *optionSet) {
 	o.Duration(&f.gcDelay, "gc-delay", "REGEN_GC_DELAY", def.GCDelay, "how long after a replacement its confirm job runs; a replaced version's shards go only once the replacement is confirmed")
 	o.Duration(&f.rollbackAfter, "rollback-after", "REGEN_ROLLBACK_AFTER", def.RollbackAfter, "roll back a replacing manifest that provably never reached a write quorum after this long; must outlast the slowest PUT")
 	o.Duration(&f.tombstoneGrace, "tombstone-grace", "REGEN_TOMBSTONE_GRACE", def.TombstoneGrace, "collect a delete's tombstone no sooner than this after it was stored, once every shard server holds it or nothing; must outlast any write in flight")
+	o.Duration(&f.tombstoneSettle, "tombstone-settle", "REGEN_TOMBSTONE_SETTLE", def.TombstoneSettle, "check tombstones with the peers no sooner than this after start, once gossip has shown every shard server; must outlast the first gossip exchanges")
 }
 
 // validateGC checks what registerGC declared.
@@ -94,6 +96,9 @@ func (f *shardFlags) validateGC() error {
 	}
 	if f.tombstoneGrace < shardserver.MinTombstoneGrace {
 		return badOption("tombstone-grace", "want at least %s", shardserver.MinTombstoneGrace)
+	}
+	if f.tombstoneSettle < 0 {
+		return badOption("tombstone-settle", "must not be negative")
 	}
 	return nil
 }
@@ -195,6 +200,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg.Logger, cfg.Registerer = log, reg
 	cfg.UploadMaxAge, cfg.UploadSweepInterval = f.uploadMaxAge, f.uploadSweep
 	cfg.GCDelay, cfg.RollbackAfter, cfg.TombstoneGrace = f.gcDelay, f.rollbackAfter, f.tombstoneGrace
+	cfg.TombstoneSettle = f.tombstoneSettle
 	// NB: the repair worker is made after the server; writes stored
 	// before it exists are covered by its full sync at start.
 	var mrf atomic.Pointer[repair.Worker]
