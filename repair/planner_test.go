@@ -10,20 +10,28 @@ import (
 )
 
 // cluster12 returns 12 live nodes n00..n11 with default rates.
-func cluster12() map[string]NodeInfo {
+func cluster12() map[string]NodeInfo { return clusterN(12) }
+
+// clusterN returns n live nodes n00.. with default rates.
+func clusterN(n int) map[string]NodeInfo {
 	nodes := map[string]NodeInfo{}
-	for i := range 12 {
+	for i := range n {
 		id := fmt.Sprintf("n%02d", i)
 		nodes[id] = NodeInfo{ID: id, Addr: id + ":1", Live: true}
 	}
 	return nodes
 }
 
-func group(t *testing.T, code string) Group {
+func group(t testing.TB, code string) Group {
 	c, err := codec.Parse(code)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return groupOf(c)
+}
+
+// groupOf is a group of code c placed on n00, n01...
+func groupOf(c codec.Code) Group {
 	n := c.TotalShards()
 	pl := make([]string, n)
 	for i := range pl {

@@ -62,7 +62,7 @@ func TestJobQueueOrder(t *testing.T) {
 // log n, not n.
 func BenchmarkJobQueue(b *testing.B) {
 	now := time.Unix(1000, 0)
-	for _, n := range []int{1000, 100000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {
 				var q jobQueue
