@@ -103,9 +103,9 @@ func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, ad
 // write still reaching its servers. It returns how many newer versions it
 // stored here, and the live peers that do not serve digests (an older
 // binary), whose shared keys it could not compare.
-func (w *Worker) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, settled int64) (int, []string, error) {
-	t0 := w.now()
-	v := w.view()
+func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, settled int64) (int, []string, error) {
+	t0 := s.now()
+	v := s.view()
 	self := v.nodes[v.self]
 	if self.Addr == "" {
 		return 0, nil, nil
@@ -120,10 +120,10 @@ func (w *Worker) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 			continue
 		}
 		g.Go(func() error {
-			p0 := w.now()
+			p0 := s.now()
 			d, err := comparePeer(ctx, rs, rp, v.self, id, ni.Addr)
 			ps := shardrpc.PeerSync{Compared: metadata.DigestRanges, Differing: int64(d.differing), Keys: int64(len(d.keys)),
-				Seconds: w.now().Sub(p0).Seconds(), At: w.now().UTC().Format(time.RFC3339Nano)}
+				Seconds: s.now().Sub(p0).Seconds(), At: s.now().UTC().Format(time.RFC3339Nano)}
 			if err != nil {
 				ps = shardrpc.PeerSync{Err: err.Error(), At: ps.At, Seconds: ps.Seconds}
 			}
@@ -133,7 +133,7 @@ func (w *Worker) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 				if isNoRoute(err) {
 					legacy = append(legacy, id)
 				} else if ctx.Err() == nil {
-					w.log.Warn("anti-entropy: compare with a peer", "node", id, "err", err)
+					s.log.Warn("anti-entropy: compare with a peer", "node", id, "err", err)
 				}
 			}
 			for _, k := range d.keys {
@@ -141,7 +141,7 @@ func (w *Worker) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 					keys[k.ref] = true
 				}
 			}
-			w.notePeerSync(id, ps)
+			s.notePeerSync(id, ps)
 			return nil
 		})
 	}
@@ -155,43 +155,43 @@ func (w *Worker) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-	n := w.syncKeys(ctx, v, refs)
-	w.m.syncKeys.Add(float64(len(refs)))
-	w.mu.Lock()
-	w.syncStats.KeysSynced += int64(len(refs))
-	w.syncStats.LastSeconds = w.now().Sub(t0).Seconds()
-	w.mu.Unlock()
-	w.m.syncSeconds.Set(w.now().Sub(t0).Seconds())
+	n := s.syncKeys(ctx, v, refs)
+	s.m.syncKeys.Add(float64(len(refs)))
+	s.mu.Lock()
+	s.stats.KeysSynced += int64(len(refs))
+	s.stats.LastSeconds = s.now().Sub(t0).Seconds()
+	s.mu.Unlock()
+	s.m.syncSeconds.Set(s.now().Sub(t0).Seconds())
 	return n, legacy, nil
 }
 
 // syncKeys runs the per-key rules for the local manifests of refs: it
 // stores the confirmed newer versions peers hold and hands peers those
 // they missed. It returns how many it stored.
-func (w *Worker) syncKeys(ctx context.Context, v nodeView, refs []metadata.ObjectRef) int {
+func (s *syncer) syncKeys(ctx context.Context, v nodeView, refs []metadata.ObjectRef) int {
 	var local []*metadata.Manifest
 	for _, r := range refs {
-		m, err := w.store.GetManifest(ctx, r.Bucket, r.Key)
+		m, err := s.store.GetManifest(ctx, r.Bucket, r.Key)
 		if err != nil || m.Deleted || len(m.Placement) == 0 {
 			continue // gone or deleted since: as the full walk, tombstones are the peers' to pull
 		}
 		local = append(local, m)
 	}
-	return w.syncLocal(ctx, v, local, false)
+	return s.syncLocal(ctx, v, local, false)
 }
 
 // notePeerSync records the last comparison with peer id.
-func (w *Worker) notePeerSync(id string, ps shardrpc.PeerSync) {
-	w.m.syncRanges.Add(float64(ps.Compared))
-	w.m.syncDiffering.Add(float64(ps.Differing))
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.syncStats.RangesCompared += ps.Compared
-	w.syncStats.RangesDiffering += ps.Differing
-	if w.syncStats.Peers == nil {
-		w.syncStats.Peers = map[string]shardrpc.PeerSync{}
+func (s *syncer) notePeerSync(id string, ps shardrpc.PeerSync) {
+	s.m.syncRanges.Add(float64(ps.Compared))
+	s.m.syncDiffering.Add(float64(ps.Differing))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.RangesCompared += ps.Compared
+	s.stats.RangesDiffering += ps.Differing
+	if s.stats.Peers == nil {
+		s.stats.Peers = map[string]shardrpc.PeerSync{}
 	}
-	w.syncStats.Peers[id] = ps
+	s.stats.Peers[id] = ps
 }
 
 // syncCallsKey marks a context of the sync's per-key rules, whose calls
@@ -204,12 +204,12 @@ func countSyncCalls(ctx context.Context) context.Context {
 
 // manifestCall counts one manifest or shard call the per-key rules make
 // to a peer, when a sync makes it.
-func (w *Worker) manifestCall(ctx context.Context) {
+func (s *syncer) manifestCall(ctx context.Context) {
 	if ctx.Value(syncCallsKey{}) == nil {
 		return
 	}
-	w.syncCalls.Add(1)
-	w.m.syncCalls.Inc()
+	s.calls.Add(1)
+	s.m.syncCalls.Inc()
 }
 
 // isNoRoute reports whether err is a peer's answer that it has no such
@@ -220,9 +220,22 @@ func isNoRoute(err error) bool {
 }
 
 // syncCounters are the anti-entropy counts of the status (guarded by
-// Worker.mu).
+// syncer.mu).
 type syncCounters struct {
 	RangesCompared, RangesDiffering, KeysSynced int64
 	LastSeconds                                 float64
 	Peers                                       map[string]shardrpc.PeerSync
+}
+
+// status returns the sync counts.
+func (s *syncer) status() shardrpc.SyncCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := shardrpc.SyncCounts{Full: s.done.Load(), Pending: s.asked.Load() > s.answered.Load(),
+		RangesCompared: s.stats.RangesCompared, RangesDiffering: s.stats.RangesDiffering,
+		KeysSynced: s.stats.KeysSynced, ManifestCalls: s.calls.Load(), LastSeconds: s.stats.LastSeconds}
+	if len(s.stats.Peers) > 0 {
+		st.Peers = maps.Clone(s.stats.Peers)
+	}
+	return st
 }

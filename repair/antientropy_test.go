@@ -220,7 +220,7 @@ func TestAntiEntropyDescendsOnlyIntoDifferences(t *testing.T) {
 	}
 	w := newAEWorker(t, c)
 	var win syncWindow
-	n, err := w.antiEntropy(context.Background(), false, &win)
+	n, err := w.syncer.pass(context.Background(), false, &win)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestAntiEntropyDescendsOnlyIntoDifferences(t *testing.T) {
 	// In step now: a second sync lists nothing and asks nothing, and
 	// every peer answers its root equals this server's (no sums sent).
 	c.gets, c.listed = 0, map[string][]int{}
-	if _, err := w.antiEntropy(context.Background(), false, &win); err != nil {
+	if _, err := w.syncer.pass(context.Background(), false, &win); err != nil {
 		t.Fatal(err)
 	}
 	if c.gets != 0 || len(c.listed) != 0 {
@@ -306,7 +306,7 @@ func TestAntiEntropyPeriodicSkipsRecentWrites(t *testing.T) {
 		}
 	}
 	var win syncWindow
-	if _, err := w.antiEntropy(context.Background(), true, &win); err != nil {
+	if _, err := w.syncer.pass(context.Background(), true, &win); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.puts["a4"]; !slices.Equal(got, []string{old.Key}) {

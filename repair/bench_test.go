@@ -72,7 +72,7 @@ func BenchmarkEnqueuePop(b *testing.B) {
 					w.enqueue(&job{bucket: "b", key: fmt.Sprint(i), lost: []int{3, 7}, prio: 2 + i%2})
 				}
 				for range n {
-					if w.pop() == nil {
+					if w.sched.pop() == nil {
 						b.Fatal("queue ran dry")
 					}
 				}

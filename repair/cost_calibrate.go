@@ -201,10 +201,10 @@ type shardDeleter interface {
 // and the file I/O, which on a small machine cost several times more per
 // byte. It sets the model's Move and Setup; on any error the model stays
 // as it was. Each measurement keeps the best of three runs.
-func (w *Worker) calibratePath(ctx context.Context) {
+func (c *calibrator) calibratePath(ctx context.Context) {
 	var addr string
 	for range 50 {
-		if addr = w.view().nodes[w.cfg.NodeID].Addr; addr != "" || ctx.Err() != nil {
+		if addr = c.view().nodes[c.self].Addr; addr != "" || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -214,7 +214,7 @@ func (w *Worker) calibratePath(ctx context.Context) {
 	}
 	const size = 4 << 20
 	id := fmt.Sprintf("repaircal-%d", time.Now().UnixNano())
-	if d, ok := w.shards.(shardDeleter); ok {
+	if d, ok := c.shards.(shardDeleter); ok {
 		defer func() {
 			for _, idx := range []int{0, 1} {
 				_ = d.DeleteShard(context.WithoutCancel(ctx), addr, id, idx)
@@ -242,23 +242,23 @@ func (w *Worker) calibratePath(ctx context.Context) {
 		return best, nil
 	}
 	tSmall, err := timeIt(false, func() error {
-		_, err := w.shards.PutShard(ctx, addr, id, 0, bytes.NewReader(small))
+		_, err := c.shards.PutShard(ctx, addr, id, 0, bytes.NewReader(small))
 		return err
 	})
 	if err != nil {
-		w.log.Warn("repair: data path calibration", "err", err)
+		c.log.Warn("repair: data path calibration", "err", err)
 		return
 	}
 	tPut, err := timeIt(true, func() error {
-		_, err := w.shards.PutShard(ctx, addr, id, 1, bytes.NewReader(big))
+		_, err := c.shards.PutShard(ctx, addr, id, 1, bytes.NewReader(big))
 		return err
 	})
 	if err != nil {
-		w.log.Warn("repair: data path calibration", "err", err)
+		c.log.Warn("repair: data path calibration", "err", err)
 		return
 	}
 	tGet, err := timeIt(true, func() error {
-		rc, err := w.shards.GetShard(ctx, addr, id, 1, 0, size)
+		rc, err := c.shards.GetShard(ctx, addr, id, 1, 0, size)
 		if err != nil {
 			return err
 		}
@@ -267,37 +267,23 @@ func (w *Worker) calibratePath(ctx context.Context) {
 		return err
 	})
 	if err != nil {
-		w.log.Warn("repair: data path calibration", "err", err)
+		c.log.Warn("repair: data path calibration", "err", err)
 		return
 	}
 	// The PUT and GET each move the bytes through three data-path steps
 	// (send, receive, write or read with checksums); this process runs
 	// both ends, so their CPU time is all three.
 	perByte := (tPut + tGet).Seconds()
-	cm := w.model()
+	cm := c.model()
 	if perByte > 0 {
 		cm.Move = min(6*size/perByte, cm.Move)
 	}
 	// A task's sequential round trips: the control request, the helpers'
 	// reads, the durable store, the manifest fence and its durable write.
 	cm.Setup = max(cm.Setup, 4*tSmall)
-	w.setModel(cm)
-	w.log.Info("repair: calibrated data path", "small_put", tSmall, "put_4MiB", tPut, "get_4MiB", tGet,
+	c.setModel(cm)
+	c.log.Info("repair: calibrated data path", "small_put", tSmall, "put_4MiB", tPut, "get_4MiB", tGet,
 		"move_MBps", int(cm.Move/1e6), "setup", cm.Setup)
-}
-
-// model is the worker's current cost model; calibration may refine it
-// while repairs run.
-func (w *Worker) model() CostModel {
-	w.modelMu.RLock()
-	defer w.modelMu.RUnlock()
-	return w.cfg.Model
-}
-
-func (w *Worker) setModel(cm CostModel) {
-	w.modelMu.Lock()
-	w.cfg.Model = cm
-	w.modelMu.Unlock()
 }
 
 // recalibrateDisk re-measures the disk now and then while the server's
@@ -309,7 +295,7 @@ func (w *Worker) setModel(cm CostModel) {
 // the host's servers itself (Batch's share), so a contended measurement
 // would count that twice. The first few follow each other quickly so that
 // a young cluster's model is right before its first failure.
-func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
+func (c *calibrator) recalibrateDisk(ctx context.Context, dir string) {
 	const eager = 5 // quick measurements after start-up (busy moments skipped)
 	for n := 0; ; {
 		wait := time.Minute + rand.N(10*time.Second)
@@ -321,23 +307,23 @@ func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
 			return
 		case <-time.After(wait):
 		}
-		if w.diskBusy(ctx) {
+		if c.diskBusy(ctx) {
 			continue
 		}
 		fsync, write, err := diskRates(dir, 4<<20)
 		if err != nil {
-			w.log.Warn("repair: disk calibration", "err", err)
+			c.log.Warn("repair: disk calibration", "err", err)
 			continue
 		}
 		n++
-		cm := w.model()
+		cm := c.model()
 		if fsync >= cm.Fsync && write <= cm.Default.DiskWrite {
 			continue
 		}
 		cm.Fsync = min(cm.Fsync, fsync)
 		cm.Default.DiskWrite = max(cm.Default.DiskWrite, write)
-		w.setModel(cm)
-		w.log.Info("repair: recalibrated disk", "fsync", cm.Fsync, "disk_write_MBps", int(cm.Default.DiskWrite/1e6))
+		c.setModel(cm)
+		c.log.Info("repair: recalibrated disk", "fsync", cm.Fsync, "disk_write_MBps", int(cm.Default.DiskWrite/1e6))
 	}
 }
 
@@ -345,18 +331,16 @@ func (w *Worker) recalibrateDisk(ctx context.Context, dir string) {
 // writes went on in the last quarter second: a disk measurement now would
 // time them, not the disk. (Reads mostly hit the page cache; a cluster
 // serving GETs all day must still get measured.)
-func (w *Worker) diskBusy(ctx context.Context) bool {
-	w.mu.Lock()
-	busy := w.counts.Running > 0 || w.queue.len() > 0
-	w.mu.Unlock()
-	if busy || w.writtenBytes == nil {
+func (c *calibrator) diskBusy(ctx context.Context) bool {
+	busy := c.repairing()
+	if busy || c.writtenBytes == nil {
 		return busy
 	}
-	b0 := w.writtenBytes()
+	b0 := c.writtenBytes()
 	select {
 	case <-ctx.Done():
 		return true
 	case <-time.After(250 * time.Millisecond):
 	}
-	return w.writtenBytes() != b0
+	return c.writtenBytes() != b0
 }

@@ -42,7 +42,7 @@ func (l *moveLearner) observe(cpuSeconds float64, bytes int64) float64 {
 
 // learnMove runs until ctx ends, replacing the model's Move with the
 // learned rate after every window that carried enough traffic.
-func (w *Worker) learnMove(ctx context.Context, bytes func() int64) {
+func (c *calibrator) learnMove(ctx context.Context, bytes func() int64) {
 	if !startMeter().ok {
 		return // no process CPU time on this platform: keep the calibration
 	}
@@ -65,12 +65,12 @@ func (w *Worker) learnMove(ctx context.Context, bytes func() int64) {
 		}
 		rate := l.observe(m0.seconds(), b)
 		m0, b0, t0 = startMeter(), bytes(), time.Now()
-		cm := w.model()
+		cm := c.model()
 		old := cm.Move
 		cm.Move = rate
-		w.setModel(cm)
+		c.setModel(cm)
 		if rate < 0.8*old || rate > 1.25*old {
-			w.log.Info("repair: learned data path rate", "move_MBps", int(rate/1e6), "was_MBps", int(old/1e6))
+			c.log.Info("repair: learned data path rate", "move_MBps", int(rate/1e6), "was_MBps", int(old/1e6))
 		}
 	}
 }

@@ -111,7 +111,7 @@ func TestBatch(t *testing.T) {
 // Learning a node's rate moves at most a factor learnStep per sample and
 // never below the floor, however wild the sample.
 func TestLearnIsBounded(t *testing.T) {
-	w := &Worker{cfg: Config{Model: DefaultCostModel()}, rates: map[string]Rates{}}
+	w := &Worker{rates: map[string]Rates{}, cal: &calibrator{cm: DefaultCostModel()}}
 	for range 3 {
 		w.learn(Result{Seconds: 1, NodeIn: map[string]int64{"a": 1 << 30, "b": 2 << 20}}, nil)
 	}

@@ -14,6 +14,12 @@
 //     a bounded pool, verifies rebuilt shards against the manifest's
 //     checksums and only then switches the manifest.
 //
+// The worker's background jobs are services, one type each, that own
+// their state and their lock, start with the worker's Run and stop with
+// its context, and report their own part of the status: the scheduler
+// (the job queue and batch), the scanner, the anti-entropy syncer, the
+// MRF healer, the scrubber and the calibrator (see Worker).
+//
 // Background work grows with change, not with objects: the scan walks the
 // local manifests only while something may be degraded (scan_skip.go),
 // writes that missed a server are queued (mrf.go), and the scrubber's

@@ -3,6 +3,7 @@ package repair
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -18,7 +19,7 @@ import (
 // A PUT is acknowledged with k+1 of n shards and manifests when some of
 // its servers are down: until it is healed, the object survives n-k-1
 // more failures instead of n-k. The manifest sync that a server's return
-// starts (runSync) finds such writes too, but only after the next repair
+// starts (syncer.run) finds such writes too, but only after the next repair
 // scan notices the return (--repair-scan, 30 s by default), a settling
 // pause, and a comparison of range digests with every peer; the periodic
 // sync (--sync-interval) and the repair grace are minutes. The MRF heals
@@ -93,8 +94,20 @@ func mrfBackoff(rounds int) time.Duration {
 	return min(mrfRetry<<min(rounds, 5), time.Minute)
 }
 
-// mrfQueue is the worker's MRF state.
-type mrfQueue struct {
+// mrfHealer is the MRF service: the writes live servers missed, under its
+// own lock, and the loop that heals them (run) with the anti-entropy's
+// per-key rules (keys).
+type mrfHealer struct {
+	self   string
+	log    *slog.Logger
+	store  Store
+	shards Shards
+	view   func() nodeView
+	now    func() time.Time
+	keys   *syncer
+	// events wakes the loop on membership changes (nil: it polls).
+	events <-chan cluster.Event
+
 	mu     sync.Mutex
 	live   map[string]bool // shard servers live at the last look
 	boot   map[string]int64
@@ -104,21 +117,26 @@ type mrfQueue struct {
 	wake   chan struct{}
 }
 
-func newMRF() *mrfQueue {
-	return &mrfQueue{live: map[string]bool{}, boot: map[string]int64{}, missed: map[string]map[mrfRef]*mrfNote{}, wake: make(chan struct{}, 1)}
-}
-
 // NoteWrite tells the worker that this server stored m as the current
 // version of its key: when m's placement names servers gossip does not
 // show live, they missed it and are healed when they return. The shard
 // server calls it for every manifest that became current; it is cheap
 // (no I/O).
 func (w *Worker) NoteWrite(m *metadata.Manifest) {
-	if m == nil || len(m.Placement) == 0 {
-		return
+	if w.mrf.noteWrite(m) {
+		// A group placed on a server that is not live: the scan must
+		// look (it may skip its walk otherwise, scan_skip.go).
+		w.scanner.markDirty()
 	}
-	q := w.mrf
-	now := w.now()
+}
+
+// noteWrite notes m (see NoteWrite); it reports whether m's placement
+// names a server not live.
+func (q *mrfHealer) noteWrite(m *metadata.Manifest) (missed bool) {
+	if m == nil || len(m.Placement) == 0 {
+		return false
+	}
+	now := q.now()
 	ref := mrfRef{m.Bucket, m.Key}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -128,24 +146,19 @@ func (w *Worker) NoteWrite(m *metadata.Manifest) {
 	}
 	q.recent = append(q.recent, mrfWrite{at: now, ref: ref, placement: slices.Clone(m.Placement)})
 	if len(q.live) == 0 {
-		return // no view yet: the first look at the members notes these
+		return false // no view yet: the first look at the members notes these
 	}
-	missed := false
 	for _, id := range m.Placement {
-		if id != w.cfg.NodeID && !q.live[id] {
+		if id != q.self && !q.live[id] {
 			q.note(id, ref, now)
 			missed = true
 		}
 	}
-	if missed {
-		// A group placed on a server that is not live: the scan must
-		// look (it may skip its walk otherwise, scan_skip.go).
-		w.walkDirty.Store(true)
-	}
+	return missed
 }
 
 // trim drops the recent writes older than mrfWindow.
-func (q *mrfQueue) trim(now time.Time) {
+func (q *mrfHealer) trim(now time.Time) {
 	i := 0
 	for i < len(q.recent) && now.Sub(q.recent[i].at) > mrfWindow {
 		i++
@@ -153,7 +166,7 @@ func (q *mrfQueue) trim(now time.Time) {
 	q.recent = q.recent[i:]
 }
 
-func (q *mrfQueue) note(id string, ref mrfRef, now time.Time) {
+func (q *mrfHealer) note(id string, ref mrfRef, now time.Time) {
 	set := q.missed[id]
 	if set == nil {
 		set = map[mrfRef]*mrfNote{}
@@ -169,7 +182,7 @@ func (q *mrfQueue) note(id string, ref mrfRef, now time.Time) {
 	q.count++
 }
 
-func (q *mrfQueue) done(id string, ref mrfRef) {
+func (q *mrfHealer) done(id string, ref mrfRef) {
 	if set := q.missed[id]; set != nil {
 		if _, ok := set[ref]; ok {
 			delete(set, ref)
@@ -184,7 +197,7 @@ func (q *mrfQueue) done(id string, ref mrfRef) {
 // look compares the gossip view with the last one: servers that turned
 // dead or restarted get the recent writes placed on them noted, and it
 // returns whether a server with notes is back.
-func (q *mrfQueue) look(v nodeView, self string, now time.Time) (back bool) {
+func (q *mrfHealer) look(v nodeView, self string, now time.Time) (back bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.trim(now)
@@ -219,7 +232,7 @@ func (q *mrfQueue) look(v nodeView, self string, now time.Time) (back bool) {
 }
 
 // pending returns the live servers with notes.
-func (q *mrfQueue) pending() []string {
+func (q *mrfHealer) pending() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var out []string
@@ -231,9 +244,10 @@ func (q *mrfQueue) pending() []string {
 	return out
 }
 
-// runMRF heals the writes returned servers missed, woken by membership
-// events (events may be nil) and polling the gossip view every mrfPoll.
-func (w *Worker) runMRF(ctx context.Context, events <-chan cluster.Event) {
+// run heals the writes returned servers missed, woken by membership
+// events (q.events may be nil) and polling the gossip view every mrfPoll,
+// until ctx ends.
+func (q *mrfHealer) run(ctx context.Context) {
 	tick := time.NewTicker(mrfPoll)
 	defer tick.Stop()
 	var lastPass time.Time
@@ -241,41 +255,41 @@ func (w *Worker) runMRF(ctx context.Context, events <-chan cluster.Event) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-events:
-		case <-w.mrf.wake:
+		case <-q.events:
+		case <-q.wake:
 		case <-tick.C:
 		}
-		back := w.mrf.look(w.view(), w.cfg.NodeID, w.now())
-		if !back && w.now().Sub(lastPass) < mrfRetry {
+		back := q.look(q.view(), q.self, q.now())
+		if !back && q.now().Sub(lastPass) < mrfRetry {
 			continue
 		}
-		lastPass = w.now()
-		if n := w.mrfPass(ctx); n > 0 {
-			w.log.Info("mrf: healed writes returned servers missed", "writes", n)
+		lastPass = q.now()
+		if n := q.pass(ctx); n > 0 {
+			q.log.Info("mrf: healed writes returned servers missed", "writes", n)
 		}
 	}
 }
 
-// mrfPass tries every write noted against a live server once; it returns
+// pass tries every write noted against a live server once; it returns
 // how many are whole there now.
-func (w *Worker) mrfPass(ctx context.Context) int {
-	ids := w.mrf.pending()
+func (q *mrfHealer) pass(ctx context.Context) int {
+	ids := q.pending()
 	if len(ids) == 0 {
 		return 0
 	}
-	v := w.view()
+	v := q.view()
 	type item struct {
 		id    string
 		ref   mrfRef
 		force bool
 	}
 	var items []item
-	now := w.now()
-	w.mrf.mu.Lock()
+	now := q.now()
+	q.mu.Lock()
 	for _, id := range ids {
-		for ref, n := range w.mrf.missed[id] {
+		for ref, n := range q.missed[id] {
 			if now.Sub(n.since) > mrfMaxAge {
-				w.mrf.done(id, ref)
+				q.done(id, ref)
 				continue
 			}
 			if now.Before(n.next) {
@@ -286,18 +300,18 @@ func (w *Worker) mrfPass(ctx context.Context) int {
 			items = append(items, item{id, ref, n.rounds > mrfForceAfter})
 		}
 	}
-	w.mrf.mu.Unlock()
-	quorums := newQuorumCache()
+	q.mu.Unlock()
+	quorums := newQuorumCache(q.keys.codes)
 	var mu sync.Mutex
 	healed := 0
 	var g errgroup.Group
 	g.SetLimit(8)
 	for _, it := range items {
 		g.Go(func() error {
-			if w.mrfHeal(ctx, v, it.id, it.ref, it.force, quorums) {
-				w.mrf.mu.Lock()
-				w.mrf.done(it.id, it.ref)
-				w.mrf.mu.Unlock()
+			if q.heal(ctx, v, it.id, it.ref, it.force, quorums) {
+				q.mu.Lock()
+				q.done(it.id, it.ref)
+				q.mu.Unlock()
 				mu.Lock()
 				healed++
 				mu.Unlock()
@@ -309,11 +323,11 @@ func (w *Worker) mrfPass(ctx context.Context) int {
 	return healed
 }
 
-// mrfHeal heals one write server id missed; it returns true when there is
+// heal heals one write server id missed; it returns true when there is
 // nothing left to do for it here (id holds the version and its shards, or
 // the key moved on or away from id).
-func (w *Worker) mrfHeal(ctx context.Context, v nodeView, id string, ref mrfRef, force bool, quorums *quorumCache) bool {
-	m, err := w.store.GetManifest(ctx, ref.bucket, ref.key)
+func (q *mrfHealer) heal(ctx context.Context, v nodeView, id string, ref mrfRef, force bool, quorums *quorumCache) bool {
+	m, err := q.store.GetManifest(ctx, ref.bucket, ref.key)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return true
 	}
@@ -328,30 +342,30 @@ func (w *Worker) mrfHeal(ctx context.Context, v nodeView, id string, ref mrfRef,
 	if !ni.Live {
 		return false
 	}
-	if w.holdsWhole(ctx, ni.Addr, m, idx) {
+	if q.holdsWhole(ctx, ni.Addr, m, idx) {
 		return true
 	}
-	answers := w.askPeers(ctx, v, m)
+	answers := q.keys.askPeers(ctx, v, m)
 	if best := confirmedNewer(m, answers, quorums); best != nil {
 		// This server is behind itself: take the newer version; the
 		// next round checks id against it.
 		if self := v.nodes[v.self]; self.Addr != "" {
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			w.shards.PutManifest(cctx, self.Addr, best)
+			q.shards.PutManifest(cctx, self.Addr, best)
 			cancel()
 		}
 		return false
 	}
-	w.healMissed(ctx, v, m, answers, quorums, force)
+	q.keys.healMissed(ctx, v, m, answers, quorums, force)
 	return false
 }
 
 // holdsWhole reports whether the server at addr holds m (or a newer
 // version) as current and, when it holds m, its shard idx of every part.
-func (w *Worker) holdsWhole(ctx context.Context, addr string, m *metadata.Manifest, idx int) bool {
+func (q *mrfHealer) holdsWhole(ctx context.Context, addr string, m *metadata.Manifest, idx int) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cur, err := w.shards.GetManifest(cctx, addr, m.Bucket, m.Key)
+	cur, err := q.shards.GetManifest(cctx, addr, m.Bucket, m.Key)
 	if err != nil || cur.Version.Less(m.Version) {
 		return false
 	}
@@ -359,7 +373,7 @@ func (w *Worker) holdsWhole(ctx context.Context, addr string, m *metadata.Manife
 		return true // a newer write reached it: that one is its holders' to heal
 	}
 	for _, p := range m.Parts {
-		info, err := w.shards.StatShard(cctx, addr, p.ID, idx)
+		info, err := q.shards.StatShard(cctx, addr, p.ID, idx)
 		if err != nil || (idx < len(p.ShardCRC) && info.CRC != p.ShardCRC[idx]) {
 			return false
 		}

@@ -68,18 +68,18 @@ func TestMRFHealsOnReturn(t *testing.T) {
 			if got := w.mrf.pending(); len(got) != 0 {
 				t.Fatalf("pending %v while n5 is dead", got)
 			}
-			if w.mrfPass(ctx); len(f.puts) != 0 {
+			if w.mrf.pass(ctx); len(f.puts) != 0 {
 				t.Fatalf("gave %v the manifest while n5 is dead", f.puts)
 			}
 			f.setState(5, cluster.StateAlive)
 			if back := w.mrf.look(w.view(), "n0", w.now()); !back {
 				t.Fatal("n5's return not seen as the return of a server with missed writes")
 			}
-			w.mrfPass(ctx)
+			w.mrf.pass(ctx)
 			if got := slices.Contains(f.puts, "a5"); got != tc.healed {
 				t.Fatalf("n5 given the manifest: %v, want %v (puts %v)", got, tc.healed, f.puts)
 			}
-			inPlace := slices.ContainsFunc(w.queue.jobs(), func(j *job) bool { return j.inPlace && slices.Contains(j.lost, 5) })
+			inPlace := slices.ContainsFunc(w.sched.jobs(), func(j *job) bool { return j.inPlace && slices.Contains(j.lost, 5) })
 			if inPlace != tc.healed {
 				t.Fatalf("in-place rebuild of shard 5 queued: %v, want %v", inPlace, tc.healed)
 			}
@@ -88,12 +88,12 @@ func TestMRFHealsOnReturn(t *testing.T) {
 				t.Fatal("note dropped before n5 holds the write whole")
 			}
 			f.shards["a5/f/5"] = true
-			w.mrfPass(ctx)
+			w.mrf.pass(ctx)
 			if len(w.mrf.pending()) == 0 {
 				t.Fatal("note tried again before its backoff")
 			}
 			clock = clock.Add(time.Minute)
-			w.mrfPass(ctx)
+			w.mrf.pass(ctx)
 			if pending := len(w.mrf.pending()) > 0; pending == tc.healed {
 				t.Fatalf("after the rebuild landed: note pending %v, want %v", pending, !tc.healed)
 			}

@@ -40,10 +40,10 @@ func walkSignature(v nodeView) string {
 	return b.String()
 }
 
-// walkState is what the last full walk found. Guarded by Worker.mu;
+// walkState is what the last full walk found. Guarded by scanner.mu;
 // whether anything happened since that could change it is
-// Worker.walkDirty, an atomic so that NoteWrite sets it under the MRF
-// queue's lock without taking Worker.mu.
+// scanner.dirty, an atomic so that NoteWrite sets it under the MRF
+// queue's lock without taking scanner.mu.
 type walkState struct {
 	at    time.Time // when it began (zero: none yet)
 	sig   string    // walkSignature of its view
@@ -53,30 +53,30 @@ type walkState struct {
 }
 
 // needWalk reports whether a scan with view v must walk the manifests,
-// and if so clears walkDirty (what happens from now on is seen by the walk
+// and if so clears dirty (what happens from now on is seen by the walk
 // or marks it again).
-func (w *Worker) needWalk(sig string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ws := &w.walk
-	skip := !ws.at.IsZero() && ws.clean && !w.walkDirty.Load() && ws.sig == sig &&
-		w.queue.len() == 0 && w.counts.Running == 0 &&
-		w.now().Sub(ws.at) < w.cfg.FullScanInterval
+func (s *scanner) needWalk(sig string) bool {
+	idle := s.jobs.idle() // NB: before s.mu, which the queue's lock never nests in
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := &s.walk
+	skip := !ws.at.IsZero() && ws.clean && !s.dirty.Load() && ws.sig == sig && idle &&
+		s.now().Sub(ws.at) < s.fullEvery
 	if skip {
 		ws.skipped++
-		w.stripes.Scanned = w.now().UTC().Format(time.RFC3339Nano)
-		w.stripes.Skipped = ws.skipped
+		s.stripes.Scanned = s.now().UTC().Format(time.RFC3339Nano)
+		s.stripes.Skipped = ws.skipped
 		return false
 	}
-	w.walkDirty.Store(false)
+	s.dirty.Store(false)
 	return true
 }
 
 // walked records a walk that began at t0 with signature sig.
-func (w *Worker) walked(t0 time.Time, sig string, clean bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.walk.at, w.walk.sig, w.walk.clean = t0, sig, clean
-	w.stripes.Walked = t0.UTC().Format(time.RFC3339Nano)
-	w.stripes.Skipped = w.walk.skipped
+func (s *scanner) walked(t0 time.Time, sig string, clean bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.walk.at, s.walk.sig, s.walk.clean = t0, sig, clean
+	s.stripes.Walked = t0.UTC().Format(time.RFC3339Nano)
+	s.stripes.Skipped = s.walk.skipped
 }

@@ -51,7 +51,7 @@ func TestScanSkipsWalkWhileNothingChanges(t *testing.T) {
 	step := func(what string, wantWalks int) {
 		t.Helper()
 		clock = clock.Add(cfg.ScanInterval)
-		if err := w.scan(ctx); err != nil {
+		if err := w.scanner.once(ctx); err != nil {
 			t.Fatalf("%s: scan: %v", what, err)
 		}
 		if store.walks != wantWalks {
@@ -88,7 +88,7 @@ func TestScanSkipsWalkWhileNothingChanges(t *testing.T) {
 	step("and nothing since", 6)
 
 	cfg.FullScanInterval = 0
-	w.cfg.FullScanInterval = 0
+	w.scanner.fullEvery = 0
 	step("full scan interval 0: every scan walks", 7)
 	step("every scan", 8)
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -21,6 +23,42 @@ import (
 // holds that shard, so no coordination is needed, and the placement does
 // not change.
 
+// scrubber is the background service that verifies this server's shards.
+// It owns its counts and their lock; the worker starts it (run) and reads
+// its status, and hands it what it needs of the rest: the membership
+// view, the lookup of a job's manifest and the queue its rebuilds go to.
+type scrubber struct {
+	self string
+	// rate is bytes read per second (Config.ScrubRate); every is how
+	// often a pass starts at most (Config.ScrubInterval).
+	rate   int64
+	every  time.Duration
+	log    *slog.Logger
+	store  Store
+	shards shardGetter
+	m      *metrics
+	// view is the membership as the worker sees it; lookup returns the
+	// manifest a job names as stored now; rebuild queues a job.
+	view    func() nodeView
+	lookup  func(ctx context.Context, j *job) (*metadata.Manifest, error)
+	rebuild func(j *job) bool
+
+	mu     sync.Mutex
+	counts shardrpc.ScrubCounts
+}
+
+// shardGetter reads a shard (Shards has it).
+type shardGetter interface {
+	GetShard(ctx context.Context, addr, fileID string, idx int, off, length int64) (io.ReadCloser, error)
+}
+
+// status returns the scrub counts.
+func (s *scrubber) status() shardrpc.ScrubCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts
+}
+
 // scrubVisitCost is what visiting one manifest takes from the scrub's
 // byte budget (ScrubRate): reading and decoding a manifest costs about as
 // much CPU as checking 16 KiB of shard data. The walk leaves inline
@@ -29,17 +67,18 @@ import (
 // ScrubInterval.
 const scrubVisitCost = 16 << 10
 
-func (w *Worker) runScrub(ctx context.Context) {
-	lim := rate.NewLimiter(rate.Limit(w.cfg.ScrubRate), int(max(w.cfg.ScrubRate, 1<<20)))
+// run scrubs pass after pass until ctx ends.
+func (s *scrubber) run(ctx context.Context) {
+	lim := rate.NewLimiter(rate.Limit(s.rate), int(max(s.rate, 1<<20)))
 	for ctx.Err() == nil {
 		start := time.Now()
-		walk, err := w.scrubPass(ctx, lim)
+		walk, err := s.pass(ctx, lim)
 		if err != nil && ctx.Err() == nil {
-			w.log.Error("scrub", "err", err)
+			s.log.Error("scrub", "err", err)
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(max(time.Second, w.cfg.ScrubInterval-time.Since(start), walkPace*walk)):
+		case <-time.After(max(time.Second, s.every-time.Since(start), walkPace*walk)):
 		}
 	}
 }
@@ -61,7 +100,7 @@ type cursorStore interface {
 	SaveCursor(ctx context.Context, name string, c *metadata.Cursor) error
 }
 
-// scrubPass verifies every shard of this server once, from the saved
+// pass verifies every shard of this server once, from the saved
 // position on: first the shards of current manifests, then those of the
 // noncurrent versions of versioned buckets (EachVersionAfter), which keep
 // their stripes and are rebuilt alike. A saved position with a Version is
@@ -71,17 +110,17 @@ type cursorStore interface {
 // It streams: each page of manifests is scrubbed before the next is read,
 // so its memory does not grow with the number of objects (it held every
 // manifest of the server before).
-func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Duration, err error) {
+func (s *scrubber) pass(ctx context.Context, lim *rate.Limiter) (walk time.Duration, err error) {
 	start := time.Now()
 	var reading time.Duration
-	cs, resumable := w.store.(cursorStore)
+	cs, resumable := s.store.(cursorStore)
 	var from, last *metadata.Cursor
 	if resumable {
 		if from, err = cs.LoadCursor(ctx, scrubCursor); err != nil {
 			return 0, fmt.Errorf("repair: scrub: %w", err)
 		}
 		if from != nil {
-			w.log.Info("scrub: resuming the pass", "after", from.String())
+			s.log.Info("scrub: resuming the pass", "after", from.String())
 		}
 	}
 	saved := time.Now()
@@ -94,11 +133,11 @@ func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Du
 				return err
 			}
 			reading += time.Since(t0)
-			if !slices.Contains(m.Placement, w.cfg.NodeID) {
+			if !slices.Contains(m.Placement, s.self) {
 				return nil
 			}
 			t0 = time.Now()
-			err := w.scrubOne(ctx, lim, m, noncurrent)
+			err := s.one(ctx, lim, m, noncurrent)
 			reading += time.Since(t0)
 			if err != nil {
 				return err
@@ -123,9 +162,9 @@ func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Du
 		err = cs.EachStripedAfter(ctx, from, visit(false))
 		from = nil
 	default:
-		err = w.store.EachManifest(ctx, visit(false))
+		err = s.store.EachManifest(ctx, visit(false))
 	}
-	if vs, ok := w.store.(versionStore); ok && err == nil {
+	if vs, ok := s.store.(versionStore); ok && err == nil {
 		err = vs.EachVersionAfter(ctx, from, visit(true))
 	}
 	walk = max(time.Since(start)-reading, 0)
@@ -134,34 +173,34 @@ func (w *Worker) scrubPass(ctx context.Context, lim *rate.Limiter) (walk time.Du
 			// NB: also when ctx ended (the server stops): the next start
 			// resumes after the last manifest scrubbed, not the last save.
 			if serr := cs.SaveCursor(context.WithoutCancel(ctx), scrubCursor, last); serr != nil {
-				w.log.Warn("scrub: save position", "err", serr)
+				s.log.Warn("scrub: save position", "err", serr)
 			}
 		}
 		return walk, err
 	}
-	w.mu.Lock()
-	w.scrub.Passes++
-	w.mu.Unlock()
+	s.mu.Lock()
+	s.counts.Passes++
+	s.mu.Unlock()
 	if resumable {
 		return walk, cs.SaveCursor(ctx, scrubCursor, nil)
 	}
 	return walk, nil
 }
 
-// scrubOne verifies this server's shards of m (a current manifest, or a
+// one verifies this server's shards of m (a current manifest, or a
 // noncurrent version) and queues their rebuild when they are bad.
-func (w *Worker) scrubOne(ctx context.Context, lim *rate.Limiter, m *metadata.Manifest, noncurrent bool) error {
+func (s *scrubber) one(ctx context.Context, lim *rate.Limiter, m *metadata.Manifest, noncurrent bool) error {
 	if len(m.Parts) == 0 {
 		return nil // inline: the manifest is the data, and it has been read
 	}
-	v := w.view()
-	self := v.nodes[w.cfg.NodeID]
+	v := s.view()
+	self := v.nodes[s.self]
 	if self.Addr == "" {
 		return nil
 	}
-	idx := slices.Index(m.Placement, w.cfg.NodeID)
+	idx := slices.Index(m.Placement, s.self)
 	for _, p := range m.Parts {
-		bad, err := w.scrubShard(ctx, lim, self.Addr, p.ID, idx, p.ShardCRC[idx])
+		bad, err := s.shard(ctx, lim, self.Addr, p.ID, idx, p.ShardCRC[idx])
 		if err != nil {
 			return err
 		}
@@ -172,32 +211,32 @@ func (w *Worker) scrubOne(ctx context.Context, lim *rate.Limiter, m *metadata.Ma
 		// overwrite's GC removes the old shard): only one still held
 		// counts.
 		j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: []int{idx}, inPlace: true, prio: 1, noncurrent: noncurrent}
-		cur, err := w.manifestOf(ctx, j)
+		cur, err := s.lookup(ctx, j)
 		if err != nil || cur.Version != m.Version {
 			return nil
 		}
-		w.m.scrubCorrupt.Inc()
-		w.log.Warn("scrub: bad shard, rebuilding in place", "object", j.ref(), "file", p.ID, "idx", idx)
-		w.enqueue(j)
+		s.m.scrubCorrupt.Inc()
+		s.log.Warn("scrub: bad shard, rebuilding in place", "object", j.ref(), "file", p.ID, "idx", idx)
+		s.rebuild(j)
 		return nil
 	}
 	return nil
 }
 
-// scrubShard reads one shard and reports whether it is missing or bad.
+// shard reads one shard and reports whether it is missing or bad.
 // Errors are returned only when the scrub itself should stop.
-func (w *Worker) scrubShard(ctx context.Context, lim *rate.Limiter, addr, fileID string, idx int, want uint32) (bool, error) {
-	rc, err := w.shards.GetShard(ctx, addr, fileID, idx, 0, -1)
+func (s *scrubber) shard(ctx context.Context, lim *rate.Limiter, addr, fileID string, idx int, want uint32) (bool, error) {
+	rc, err := s.shards.GetShard(ctx, addr, fileID, idx, 0, -1)
 	if errors.Is(err, shardrpc.ErrCorrupt) {
-		w.mu.Lock()
-		w.scrub.Corrupt++
-		w.mu.Unlock()
+		s.mu.Lock()
+		s.counts.Corrupt++
+		s.mu.Unlock()
 		return true, nil
 	}
 	if errors.Is(err, shardrpc.ErrNotFound) {
-		w.mu.Lock()
-		w.scrub.Missing++
-		w.mu.Unlock()
+		s.mu.Lock()
+		s.counts.Missing++
+		s.mu.Unlock()
 		return true, nil
 	}
 	if err != nil {
@@ -205,11 +244,11 @@ func (w *Worker) scrubShard(ctx context.Context, lim *rate.Limiter, addr, fileID
 	}
 	defer rc.Close()
 	crc, n, err := crcOf(&limitedReader{ctx: ctx, r: rc, lim: lim})
-	w.m.scrubBytes.Add(float64(n))
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.scrub.Shards++
-	w.scrub.Bytes += n
+	s.m.scrubBytes.Add(float64(n))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.Shards++
+	s.counts.Bytes += n
 	switch {
 	case ctx.Err() != nil:
 		return false, ctx.Err()
@@ -218,7 +257,7 @@ func (w *Worker) scrubShard(ctx context.Context, lim *rate.Limiter, addr, fileID
 		// its checksum after the headers went out: the scrubber sees a
 		// cut-off body, not ErrCorrupt. A local read has no network to
 		// blame, so any failure mid-stream counts as a bad shard.
-		w.scrub.Corrupt++
+		s.counts.Corrupt++
 		return true, nil
 	}
 	return false, nil

@@ -75,7 +75,7 @@ func TestScrubResumes(t *testing.T) {
 			cancel()
 		}
 	}
-	if _, err := w.scrubPass(stop, lim); err == nil {
+	if _, err := w.scrub.pass(stop, lim); err == nil {
 		t.Fatal("the stopped pass reported no error")
 	}
 	shards.onRead = nil
@@ -84,7 +84,7 @@ func TestScrubResumes(t *testing.T) {
 		t.Fatalf("saved position %v, %v; want after k10 (the last manifest scrubbed whole)", c, err)
 	}
 
-	if _, err := w.scrubPass(ctx, lim); err != nil {
+	if _, err := w.scrub.pass(ctx, lim); err != nil {
 		t.Fatal(err)
 	}
 	for i := range objects {
@@ -97,9 +97,7 @@ func TestScrubResumes(t *testing.T) {
 			t.Errorf("%s read %d times over the stopped and the resumed pass, want %d", id, got, want)
 		}
 	}
-	w.mu.Lock()
-	st := w.scrub
-	w.mu.Unlock()
+	st := w.scrub.status()
 	if st.Passes != 1 || st.Corrupt != 0 || st.Missing != 0 {
 		t.Errorf("scrub counts %+v, want one pass and nothing bad", st)
 	}
@@ -108,7 +106,7 @@ func TestScrubResumes(t *testing.T) {
 	}
 
 	before := shards.total
-	if _, err := w.scrubPass(ctx, lim); err != nil {
+	if _, err := w.scrub.pass(ctx, lim); err != nil {
 		t.Fatal(err)
 	}
 	if n := shards.total - before; n != objects {

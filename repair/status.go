@@ -2,7 +2,6 @@ package repair
 
 import (
 	"encoding/json"
-	"maps"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,35 +81,9 @@ func (m *metrics) decision(method string) { m.decisions.WithLabelValues(method).
 
 // Status returns the worker's counts.
 func (w *Worker) Status() shardrpc.RepairStatus {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := shardrpc.RepairStatus{NodeID: w.cfg.NodeID, Stripes: w.stripes, Repair: w.counts, Scrub: w.scrub,
-		Sync: shardrpc.SyncCounts{Full: w.syncsDone.Load(), Pending: w.syncAsked.Load() > w.syncAnswered.Load(),
-			RangesCompared: w.syncStats.RangesCompared, RangesDiffering: w.syncStats.RangesDiffering,
-			KeysSynced: w.syncStats.KeysSynced, ManifestCalls: w.syncCalls.Load(), LastSeconds: w.syncStats.LastSeconds}}
-	if len(w.syncStats.Peers) > 0 {
-		st.Sync.Peers = maps.Clone(w.syncStats.Peers)
-	}
-	st.Repair.ByMethod = map[string]int64{}
-	for k, v := range w.counts.ByMethod {
-		st.Repair.ByMethod[k] = v
-	}
-	var queued []Cost
-	for _, j := range w.queue.jobs() {
-		queued = append(queued, j.cost)
-	}
-	st.Repair.Remaining = w.model().Batch(queued, w.cfg.Workers, w.lastShare, w.peerList())
-	if w.batch != nil {
-		w.predictBatch()
-		b := *w.batch
-		b.Elapsed = w.now().Sub(w.batchT0).Seconds()
-		st.Batch = &b
-	}
-	if w.last != nil {
-		b := *w.last
-		st.Last = &b
-	}
-	st.Recent = append(st.Recent, w.recent...)
+	st := shardrpc.RepairStatus{NodeID: w.cfg.NodeID, Stripes: w.scanner.status(), Scrub: w.scrub.status(),
+		Sync: w.syncer.status()}
+	w.sched.status(&st, w.cal.model())
 	return st
 }
 
@@ -136,7 +109,7 @@ func (w *Worker) SyncHandler() http.Handler {
 			shardrpc.WriteError(rw, http.StatusMethodNotAllowed, shardrpc.CodeBadRequest, "POST only")
 			return
 		}
-		w.kickSync()
+		w.syncer.kick()
 		rw.WriteHeader(http.StatusNoContent)
 	})
 }

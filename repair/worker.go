@@ -7,9 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -151,8 +149,19 @@ type executor interface {
 	Run(ctx context.Context, t Task) (Result, error)
 }
 
-// Worker finds the stripe groups this server coordinates that lost shards,
-// plans and runs their repair and switches their manifests.
+// Worker repairs the stripe groups this server coordinates: it runs the
+// jobs of its queue (plans them, rebuilds the lost shards, switches the
+// manifests) and starts the services that feed it and keep its model, each
+// a type that owns its state and its lock. Their locks are leaves: a
+// service holds its lock over its own state only, never while it calls
+// the worker or another service, so no order between locks needs keeping.
+//
+//   - scheduler (scheduler.go): the queue, the running jobs, the batch;
+//   - scanner (scanner.go): finds degraded and draining groups;
+//   - syncer (worker_sync.go, antientropy.go): manifest anti-entropy;
+//   - mrfHealer (mrf.go): heals writes that missed a server;
+//   - scrubber (scrub.go): verifies this server's shards;
+//   - calibrator (calibrator.go): keeps the cost model measured.
 type Worker struct {
 	cfg    Config
 	log    *slog.Logger
@@ -165,70 +174,31 @@ type Worker struct {
 	started time.Time
 	now     func() time.Time
 	// calibrate: measure the data path when Run starts.
-	calibrate     bool
-	calibrateDir  string
-	dataPathBytes func() int64
-	writtenBytes  func() int64
-	limit         *rate.Limiter
-	m             *metrics
+	calibrate bool
+	limit     *rate.Limiter
+	m         *metrics
 	// codes: every code met by name, built once (a Clay code's repair
 	// plans are cached inside it, per failure set).
 	codes codec.Cache
 
-	mu       sync.Mutex
-	queue    jobQueue
-	inflight map[string]bool // manifest refs queued or running
-	load     map[string]int  // node -> running task involvement
-	rates    map[string]Rates
-	stripes  shardrpc.StripeCounts
-	counts   shardrpc.RepairCounts
-	scrub    shardrpc.ScrubCounts
-	batch    *shardrpc.RepairBatch
-	batchT0  time.Time
-	last     *shardrpc.RepairBatch
-	recent   []shardrpc.RepairEvent
-	waiting  map[string]bool
-	// batchCosts are the predicted costs of the current batch's jobs.
-	batchCosts []Cost
-	// batchStale: batch.Predicted misses jobs or peer reports since it
-	// was made (predictBatch).
-	batchStale bool
-	// lastShare is share() as of the last scan or enqueue.
-	lastShare float64
-	// peerCPU: the largest batch CPU each server of this host reported
-	// during the current batch (hostPeers); nil when it has none.
-	peerCPU map[string]float64
-	// walk: the last full walk of the scan (scan_skip.go).
-	walk walkState
-	// prevNodes is each node's state at the last scan.
-	prevNodes map[string]nodeMark
-	// modelMu guards cfg.Model, which calibration refines while the
-	// worker runs (model, setModel).
-	modelMu sync.RWMutex
+	// mu guards what the planner learns about the nodes while jobs run:
+	// the transfers running on each, their measured rates, the nodes
+	// failed tasks blamed.
+	mu    sync.Mutex
+	load  map[string]int // node -> running task involvement
+	rates map[string]Rates
 	// shunned: nodes a failed task blamed, until when the planner treats
 	// them as suspect (see blamed).
 	shunned map[string]time.Time
-	wake    chan struct{}
-	sync    chan struct{}
-	// Full manifest syncs asked for (kickSync calls), those asked for
-	// before the last full sync began, and the full syncs done: the
-	// status's Sync counts.
-	syncAsked, syncAnswered, syncsDone atomic.Int64
-	// syncCalls counts the manifest and shard calls the per-key sync
-	// rules made to peers; syncStats the range comparisons (guarded by
-	// mu).
-	syncCalls atomic.Int64
-	syncStats syncCounters
-	// syncSettle is how long an asked-for full sync first lets gossip
-	// settle (2 s; tests shorten it).
-	syncSettle time.Duration
-	// mrf: writes that live servers missed (mrf.go); events wakes its
-	// loop on membership changes.
-	mrf    *mrfQueue
-	events <-chan cluster.Event
-	// walkDirty: something happened since the last walk that may have
-	// left a group degraded (scan_skip.go).
-	walkDirty atomic.Bool
+
+	// The services. cal owns the live cost model: cfg.Model is only the
+	// one it starts from.
+	sched   *scheduler
+	scanner *scanner
+	syncer  *syncer
+	mrf     *mrfHealer
+	scrub   *scrubber
+	cal     *calibrator
 }
 
 // job is the repair of one object version: every part, same destinations,
@@ -307,13 +277,8 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 	}
 	w := &Worker{
 		cfg: cfg, log: log, store: store, nodes: nodes, shards: shards,
-		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath, calibrateDir: opt.CalibrateDir,
-		dataPathBytes: opt.DataPathBytes, writtenBytes: opt.WrittenBytes,
-		now: time.Now, inflight: map[string]bool{}, load: map[string]int{}, rates: map[string]Rates{},
-		waiting: map[string]bool{}, prevNodes: map[string]nodeMark{}, shunned: map[string]time.Time{},
-		wake: make(chan struct{}, 1), sync: make(chan struct{}, 1), syncSettle: 2 * time.Second,
-		counts: shardrpc.RepairCounts{ByMethod: map[string]int64{}},
-		mrf:    newMRF(), events: opt.Events,
+		exec: opt.Executor, allowed: opt.Methods, calibrate: opt.CalibratePath,
+		now: time.Now, load: map[string]int{}, rates: map[string]Rates{}, shunned: map[string]time.Time{},
 	}
 	if w.exec == nil {
 		w.exec = &pullExecutor{shards: shards, w: w, codes: &w.codes}
@@ -326,62 +291,47 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 	}
 	w.m = m
 	w.started = w.now()
+	// The services get the worker's view of the membership and its clock
+	// (read at each call: tests set w.now), and queue into its jobs.
+	now := func() time.Time { return w.now() }
+	w.sched = newScheduler(cfg, now, m)
+	w.syncer = &syncer{self: cfg.NodeID, interval: cfg.SyncInterval, log: log, store: store, shards: shards, m: m,
+		view: w.view, now: now, rebuild: w.enqueue, codes: &w.codes, settle: 2 * time.Second, kickc: make(chan struct{}, 1)}
+	w.mrf = &mrfHealer{self: cfg.NodeID, log: log, store: store, shards: shards, view: w.view, now: now,
+		keys: w.syncer, events: opt.Events, live: map[string]bool{}, boot: map[string]int64{},
+		missed: map[string]map[mrfRef]*mrfNote{}, wake: make(chan struct{}, 1)}
+	w.scanner = &scanner{interval: cfg.ScanInterval, fullEvery: cfg.FullScanInterval, grace: cfg.Grace,
+		log: log, store: store, shards: shards, m: m, codes: &w.codes, view: w.view, now: now, loss: w.status,
+		jobs: w, sync: w.syncer, prevNodes: map[string]nodeMark{}}
+	w.scrub = &scrubber{self: cfg.NodeID, rate: cfg.ScrubRate, every: cfg.ScrubInterval,
+		log: log, store: store, shards: shards, m: m, view: w.view, lookup: w.manifestOf, rebuild: w.enqueue}
+	w.cal = &calibrator{self: cfg.NodeID, log: log, shards: shards, view: w.view, dir: opt.CalibrateDir,
+		dataPathBytes: opt.DataPathBytes, writtenBytes: opt.WrittenBytes, repairing: func() bool { return !w.sched.idle() }, cm: cfg.Model}
 	return w, nil
 }
 
-// Run scans, repairs and scrubs until ctx ends.
+// Run starts the services and the job runners and scans until ctx ends;
+// it returns once they have all stopped.
 func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	// NB: before calibration, which takes seconds: a server that returns
 	// meanwhile is healed at once.
-	wg.Go(func() { w.runMRF(ctx, w.events) })
+	wg.Go(func() { w.mrf.run(ctx) })
 	if w.calibrate {
-		w.calibratePath(ctx)
+		w.cal.calibratePath(ctx)
 	}
 	for range w.cfg.Workers {
 		wg.Go(func() { w.runJobs(ctx) })
 	}
-	wg.Go(func() { w.runSync(ctx) })
-	if w.calibrateDir != "" {
-		wg.Go(func() { w.recalibrateDisk(ctx, w.calibrateDir) })
-	}
-	if w.dataPathBytes != nil {
-		wg.Go(func() { w.learnMove(ctx, w.dataPathBytes) })
-	}
+	wg.Go(func() { w.syncer.run(ctx) })
+	wg.Go(func() { w.cal.run(ctx) })
 	if w.cfg.ScrubRate > 0 {
-		wg.Go(func() { w.runScrub(ctx) })
+		wg.Go(func() { w.scrub.run(ctx) })
 	}
-	w.kickSync()
-	for {
-		start := time.Now()
-		if err := w.scan(ctx); err != nil && ctx.Err() == nil {
-			w.log.Error("repair scan", "err", err)
-			w.mu.Lock()
-			w.stripes.ScanError = err.Error()
-			w.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return nil
-		case <-time.After(walkWait(w.cfg.ScanInterval, time.Since(start))):
-		}
-	}
-}
-
-// walkPace bounds the time the walks over every local manifest (the
-// repair scan, the scrubber's) take: after a walk of d the next starts no
-// sooner than walkPace*d later, so walking takes at most a fifth of a
-// core however many objects the server holds. Without it a server with
-// more manifests than it can walk in one interval (or twelve servers on
-// one machine, as in regen dev) would walk back to back and keep its
-// cores busy while idle.
-const walkPace = 4
-
-// walkWait is how long to wait after a walk that took took, for walks
-// meant to start every interval.
-func walkWait(interval, took time.Duration) time.Duration {
-	return max(interval-took, walkPace*took)
+	w.syncer.kick()
+	w.scanner.run(ctx)
+	wg.Wait()
+	return nil
 }
 
 // nodeView is the membership as one scan sees it.
@@ -456,34 +406,17 @@ func coordinator(v nodeView, pl []string) string {
 	return ""
 }
 
-// eachManifest calls fn for every live manifest in the local store:
-// erasure-coded objects and small objects stored inline in their
-// manifest (no parts; their placement servers hold the manifest). The
-// manifests come without their inline data, which no walk needs.
-func (w *Worker) eachManifest(ctx context.Context, fn func(*metadata.Manifest) error) error {
-	err := w.store.EachManifest(ctx, func(m *metadata.Manifest) error {
-		if len(m.Placement) == 0 {
-			return nil
-		}
-		return fn(m)
-	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("repair: walk manifests: %w", err)
-	}
-	return err
-}
+// idle reports whether no repair job is queued or running (scanJobs).
+func (w *Worker) idle() bool { return w.sched.idle() }
 
-// scan walks the local manifests, counts the stripe groups this server
-// coordinates and queues the repair of those with lost shards.
-func (w *Worker) scan(ctx context.Context) error {
-	v := w.view()
-	w.noteReturns(v)
-	sig := walkSignature(v)
-	if !w.needWalk(sig) {
-		w.hostPeers(ctx, v)
-		return nil
-	}
-	t0 := w.now()
+// isWaiting reports whether the job ref names waits for a server to
+// rebuild onto (scanJobs).
+func (w *Worker) isWaiting(ref string) bool { return w.sched.isWaiting(ref) }
+
+// scanning takes this server's share of the cluster's repair rate
+// (Config.Rate) from the live servers of the view a scan starts with
+// (scanJobs).
+func (w *Worker) scanning(v nodeView) {
 	live := 0
 	for _, ni := range v.nodes {
 		if ni.Live {
@@ -495,285 +428,33 @@ func (w *Worker) scan(ctx context.Context) error {
 		w.limit.SetLimit(rate.Limit(share))
 		w.limit.SetBurst(max(int(share), 1<<20))
 	}
-	var counts shardrpc.StripeCounts
-	var found []*job
-	unknown := map[string]bool{} // placement nodes gossip never showed this worker
-	visit := func(m *metadata.Manifest, noncurrent bool) error {
-		if coordinator(v, m.Placement) != v.self {
-			return nil
-		}
-		parts := int64(max(len(m.Parts), 1)) // an inline object is one group
-		counts.Total += parts
-		if noncurrent {
-			counts.Noncurrent += parts
-		}
-		var downs, lost []int
-		for i, id := range m.Placement {
-			d, l := w.status(v, id)
-			if d {
-				downs = append(downs, i)
-				if _, known := v.nodes[id]; !known {
-					unknown[id] = true
-				}
-			}
-			if l {
-				lost = append(lost, i)
-			}
-		}
-		if len(downs) == 0 {
-			// Fully redundant: only shards on draining servers may
-			// need a new home.
-			if moves := draining(v, m.Placement); len(moves) > 0 {
-				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true, noncurrent: noncurrent}
-				counts.Draining += parts
-				if w.isWaiting(j.ref()) {
-					counts.DrainWaiting += parts
-				}
-				found = append(found, j)
-			}
-			return nil
-		}
-		counts.Degraded += parts
-		counts.LostShards += parts * int64(len(downs))
-		if len(lost) == 0 {
-			counts.Pending += parts
-		}
-		if len(lost) > 0 && w.coalesce(v, m, downs, lost) {
-			counts.Pending += parts // the rest of its failures turn lost soon
-			return nil
-		}
-		if len(lost) > 0 {
-			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs), noncurrent: noncurrent}
-			if w.isWaiting(j.ref()) {
-				counts.Waiting += parts
-			}
-			found = append(found, j)
-		}
-		return nil
-	}
-	err := w.eachManifest(ctx, func(m *metadata.Manifest) error { return visit(m, false) })
-	if err == nil {
-		// NB: a versioned bucket's noncurrent versions keep their stripes
-		// and are repaired (and moved off draining servers) alike, and
-		// counted alike in the status.
-		err = w.eachVersion(ctx, func(m *metadata.Manifest) error { return visit(m, true) })
-	}
-	if err != nil {
-		return err
-	}
-	// Down servers, and when the first still within the grace turns lost.
-	for id := range unknown {
-		counts.DownSeen = append(counts.DownSeen, id)
-	}
-	for id, ni := range v.nodes {
-		if !ni.Live || ni.Suspect {
-			counts.DownSeen = append(counts.DownSeen, id)
-		} else {
-			counts.UpSeen = append(counts.UpSeen, id)
-		}
-		if ni.Live || v.replaced[id] {
-			continue
-		}
-		if left := w.cfg.Grace - w.now().Sub(v.since[id]); left > 0 && counts.Pending > 0 {
-			if s := left.Seconds(); counts.GraceLeft == 0 || s < counts.GraceLeft {
-				counts.GraceLeft = s
-			}
-		}
-	}
-	slices.Sort(counts.DownSeen)
-	slices.Sort(counts.UpSeen)
-	counts.Scanned = w.now().UTC().Format(time.RFC3339Nano)
-	w.mu.Lock()
-	w.stripes = counts
-	w.mu.Unlock()
-	w.walked(t0, sig, counts.Degraded == 0 && counts.Draining == 0 && len(unknown) == 0 && len(found) == 0)
-	w.m.stripes(counts)
-	for _, j := range found {
-		w.enqueue(j)
-	}
-	w.hostPeers(ctx, v)
-	return nil
 }
 
-// coalesceWindow bounds how long a stripe group with lost shards waits
-// for its other down servers to turn lost too (see coalesce).
-const coalesceWindow = 30 * time.Second
+// scanned revises the open batch's prediction with the host peers'
+// after each scan (scanJobs).
+func (w *Worker) scanned(ctx context.Context, v nodeView) { w.hostPeers(ctx, v) }
 
-// coalesce reports whether the group of m should wait before repairing
-// lost: some of its other down servers are still inside the grace and turn
-// lost within coalesceWindow. Servers that die together (a rack, a power
-// cut, an operator's kill) are declared dead a few probe rounds apart;
-// rebuilding them one at a time would move the group's data twice, where
-// one concurrent repair (CORE, or one PULL decode for every lost shard)
-// moves it once. A group left without redundancy does not wait.
-func (w *Worker) coalesce(v nodeView, m *metadata.Manifest, downs, lost []int) bool {
-	if len(downs) == len(lost) || len(m.Parts) == 0 {
-		return false
-	}
-	if c, err := w.codes.Get(m.Code); err != nil || len(downs) >= c.ParityShards() {
-		return false
-	}
-	isLost := map[int]bool{}
-	for _, i := range lost {
-		isLost[i] = true
-	}
-	window := min(coalesceWindow, w.cfg.Grace)
-	for _, i := range downs {
-		if isLost[i] {
-			continue
-		}
-		since, ok := v.since[m.Placement[i]]
-		if !ok || w.cfg.Grace-w.now().Sub(since) > window {
-			return false
-		}
-	}
-	return true
-}
-
-// draining returns the indexes of pl whose servers are live and draining:
-// the shards a drain moves. (A draining server that died holds lost
-// shards, which repair rebuilds like any other's.)
-func draining(v nodeView, pl []string) []int {
-	var out []int
-	for i, id := range pl {
-		if ni := v.nodes[id]; ni.Live && ni.Draining {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// nodeMark is what noteReturns compares between scans.
-type nodeMark struct {
-	live  bool
-	since time.Time
-	boot  int64
-}
-
-// noteReturns starts a manifest sync when a server came back: it (or
-// this one, after a partition) may hold manifests the other missed. A
-// server is back when it is live and, at the last scan, it was not, or
-// it has gone down and up again since (its state changed), or it
-// restarted (a new boot time), however quickly: a server restarted
-// before anyone saw it die missed writes all the same.
-//
-// The returned server is asked to sync too: it may not know it was gone.
-// A process paused (SIGSTOP, a long GC or VM stall) or starved of CPU
-// past the grace is called dead by the others, who rebuild its shards
-// elsewhere; from its own side nothing happened, so without being told
-// it would keep its stale manifests and the shard files they name.
-func (w *Worker) noteReturns(v nodeView) {
-	w.mu.Lock()
-	first := len(w.prevNodes) == 0
-	var back []string // addresses of the servers back
-	for id, ni := range v.nodes {
-		mark := nodeMark{live: ni.Live, since: v.since[id], boot: v.boot[id]}
-		if prev, ok := w.prevNodes[id]; ni.Live && !first && (!ok || !prev.live || !prev.since.Equal(mark.since) || prev.boot != mark.boot) {
-			back = append(back, ni.Addr)
-		}
-		w.prevNodes[id] = mark
-	}
-	for id := range w.prevNodes {
-		if _, ok := v.nodes[id]; !ok {
-			delete(w.prevNodes, id)
-		}
-	}
-	w.mu.Unlock()
-	if len(back) == 0 {
-		return
-	}
-	w.kickSync()
-	if r, ok := w.shards.(syncRequester); ok {
-		for _, addr := range back {
-			if addr == "" || addr == v.nodes[v.self].Addr {
-				continue
-			}
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if err := r.RequestSync(ctx, addr); err != nil {
-					w.log.Debug("ask a returned server to sync", "addr", addr, "err", err)
-				}
-			}()
-		}
-	}
-}
-
-// syncRequester asks a peer to sync its manifests (*shardrpc.Client has
-// it).
-type syncRequester interface {
-	RequestSync(ctx context.Context, addr string) error
-}
-
-func (w *Worker) isWaiting(ref string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.waiting[ref]
-}
-
-// enqueue adds j unless its object is already queued or running.
+// enqueue estimates j and queues it unless its object is already queued
+// or running.
 func (w *Worker) enqueue(j *job) bool {
-	w.mu.Lock()
-	busy := w.inflight[j.ref()]
-	w.mu.Unlock()
-	if busy {
-		return false
+	if w.sched.busy(j.ref()) {
+		return false // NB: before estimating, which plans every part
 	}
 	if j.predicted == 0 {
 		j.cost = w.estimate(j)
 		j.predicted = j.cost.Seconds
 	}
-	share := w.share(w.view())
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.inflight[j.ref()] {
-		return false
-	}
-	w.inflight[j.ref()] = true
-	w.queue.push(j, w.now())
-	w.counts.Queued++
-	if w.batch == nil {
-		w.batchT0 = w.now()
-		w.batch = &shardrpc.RepairBatch{Start: w.batchT0.UTC().Format(time.RFC3339Nano)}
-	}
-	w.batch.Jobs++
-	w.lastShare = share
-	w.batchCosts = append(w.batchCosts, j.cost)
-	w.batch.CPU += j.cost.CPU
-	// NB: predicted when read (predictBatch), not per enqueue: the
-	// model walks every job of the batch.
-	w.batchStale = true
-	w.m.queued.Set(float64(w.counts.Queued))
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-// pop takes the most endangered ready job.
-func (w *Worker) pop() *job {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	j := w.queue.pop(w.now())
-	if j == nil {
-		return nil
-	}
-	w.counts.Queued--
-	w.counts.Running++
-	w.m.queued.Set(float64(w.counts.Queued))
-	w.m.running.Set(float64(w.counts.Running))
-	return j
+	return w.sched.add(j, w.share(w.view()))
 }
 
 func (w *Worker) runJobs(ctx context.Context) {
 	for ctx.Err() == nil {
-		j := w.pop()
+		j := w.sched.pop()
 		if j == nil {
 			select {
 			case <-ctx.Done():
 				return
-			case <-w.wake:
+			case <-w.sched.wake:
 			case <-time.After(200 * time.Millisecond):
 			}
 			continue
@@ -807,42 +488,20 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 	res, err := w.repair(ctx, j)
 	secs := w.now().Sub(t0).Seconds()
 	if errors.Is(err, ErrSuperseded) && !j.noncurrent {
-		if _, serr := w.syncKey(ctx, j.bucket, j.key); serr != nil && ctx.Err() == nil {
+		if _, serr := w.syncer.syncKey(ctx, j.bucket, j.key); serr != nil && ctx.Err() == nil {
 			w.log.Warn("manifest sync after a fenced repair", "object", j.ref(), "err", serr)
 		}
 	}
-	w.mu.Lock()
-	w.counts.Running--
-	w.m.running.Set(float64(w.counts.Running))
 	// Whatever the outcome, the next scan walks: a repaired group is
 	// checked once more, and a failed or deferred one is found again.
-	w.walkDirty.Store(true)
-	requeue := false
-	switch {
-	case err == nil:
-		w.counts.Done++
-		if j.inPlace {
-			w.counts.InPlace++
-		}
-		w.counts.BytesMoved += res.BytesMoved
-		w.counts.ByMethod[string(res.Method)]++
-		delete(w.waiting, j.ref())
-		if w.batch != nil {
-			w.batch.Bytes += res.BytesMoved
-		}
-		w.m.done(res)
-	case errors.Is(err, errRetryLater) || errors.Is(err, ErrSuperseded) || ctx.Err() != nil:
-		// The object changed (or its repair moved on): the next scan
-		// looks at it afresh, with its new manifest.
-	case j.attempt < w.cfg.Retries:
+	w.scanner.markDirty()
+	retry := w.sched.retry(ctx, j, err)
+	if retry {
+		w.mu.Lock()
 		w.blamed(err)
-		j.attempt++
-		j.notBefore = w.now().Add(w.cfg.Backoff << (j.attempt - 1))
-		requeue = true
-	default:
-		w.counts.Failed++
-		w.m.failed.Inc()
+		w.mu.Unlock()
 	}
+	requeue, ended := w.sched.finish(ctx, j, res, err, secs, w.cal.model())
 	switch {
 	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, errRetryLater):
@@ -852,27 +511,9 @@ func (w *Worker) runJob(ctx context.Context, j *job) {
 	default:
 		w.log.Warn("repair failed", "object", j.ref(), "attempt", j.attempt, "requeued", requeue, "err", err)
 	}
-	ev := shardrpc.RepairEvent{Object: j.ref(), Method: string(res.Method), Lost: j.lost, Predicted: j.predicted, Seconds: secs, Bytes: res.BytesMoved}
-	if err != nil {
-		ev.Err = err.Error()
+	if ended != nil {
+		w.log.Info("repair batch finished", "jobs", ended.Jobs, "seconds", ended.Elapsed, "predicted", ended.Predicted, "bytes", ended.Bytes)
 	}
-	w.recent = append(w.recent, ev)
-	if len(w.recent) > 20 {
-		w.recent = w.recent[len(w.recent)-20:]
-	}
-	if requeue {
-		w.queue.push(j, w.now())
-		w.counts.Queued++
-	} else {
-		delete(w.inflight, j.ref())
-	}
-	if w.queue.len() == 0 && w.counts.Running == 0 && w.batch != nil {
-		w.predictBatch()
-		w.batch.Elapsed = w.now().Sub(w.batchT0).Seconds()
-		w.last, w.batch, w.batchCosts, w.peerCPU = w.batch, nil, nil, nil
-		w.log.Info("repair batch finished", "jobs", w.last.Jobs, "seconds", w.last.Elapsed, "predicted", w.last.Predicted, "bytes", w.last.Bytes)
-	}
-	w.mu.Unlock()
 }
 
 // estimate predicts a job's cost with the planner: its parts run one
@@ -896,7 +537,7 @@ func (w *Worker) estimate(j *job) Cost {
 		total.Fsyncs += float64(len(m.Placement))
 	}
 	if len(m.Parts) == 0 {
-		total.Seconds = w.model().Setup.Seconds() // an inline object: one manifest switch
+		total.Seconds = w.cal.model().Setup.Seconds() // an inline object: one manifest switch
 	}
 	return total
 }
@@ -943,9 +584,7 @@ type statusGetter interface {
 // kept, so a peer finishing early does not shorten the prediction: it is
 // revised for work the host was given, never for progress made.
 func (w *Worker) hostPeers(ctx context.Context, v nodeView) {
-	w.mu.Lock()
-	open, t0 := w.batch != nil, w.batchT0
-	w.mu.Unlock()
+	t0, open := w.sched.openBatch()
 	sg, ok := w.shards.(statusGetter)
 	if !open || !ok {
 		return
@@ -978,45 +617,9 @@ func (w *Worker) hostPeers(ctx context.Context, v nodeView) {
 		})
 	}
 	g.Wait()
-	if len(got) == 0 {
-		return
+	if len(got) > 0 {
+		w.sched.notePeers(got)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.batch == nil {
-		return
-	}
-	if w.peerCPU == nil {
-		w.peerCPU = map[string]float64{}
-	}
-	for id, c := range got {
-		w.peerCPU[id] = max(w.peerCPU[id], c)
-	}
-	w.batchStale = true
-}
-
-// predictBatch brings the open batch's prediction up to date with the
-// jobs queued and the peers' CPU reported since it was last made; w.mu is
-// held.
-func (w *Worker) predictBatch() {
-	if w.batch == nil || !w.batchStale {
-		return
-	}
-	w.batch.Predicted = w.model().Batch(w.batchCosts, w.cfg.Workers, w.lastShare, w.peerList())
-	w.batchStale = false
-}
-
-// peerList returns the host peers' batch CPU for Batch (nil: unknown, so
-// Batch assumes equal shares); w.mu is held.
-func (w *Worker) peerList() []float64 {
-	if w.peerCPU == nil {
-		return nil
-	}
-	out := make([]float64, 0, len(w.peerCPU))
-	for _, c := range w.peerCPU {
-		out = append(out, c)
-	}
-	return out
 }
 
 // overlaps reports whether the finished batch b ended after t0.

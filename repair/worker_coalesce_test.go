@@ -36,7 +36,7 @@ func TestCoalesceWaitsForFailuresAboutToTurnLost(t *testing.T) {
 		{"inline object", "rs-6-3", nil, map[int]time.Duration{1: grace, 2: grace - time.Second}, []int{1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &Worker{cfg: Config{Grace: grace}, now: func() time.Time { return now }}
+			s := &scanner{grace: grace, now: func() time.Time { return now }}
 			v := nodeView{since: map[string]time.Time{}}
 			var downs []int
 			for i := range place {
@@ -46,7 +46,7 @@ func TestCoalesceWaitsForFailuresAboutToTurnLost(t *testing.T) {
 				}
 			}
 			m := &metadata.Manifest{Code: tc.code, Placement: place, Parts: tc.parts}
-			if got := w.coalesce(v, m, downs, tc.lost); got != tc.wantWaiting {
+			if got := s.coalesce(v, m, downs, tc.lost); got != tc.wantWaiting {
 				t.Fatalf("coalesce = %v, want %v", got, tc.wantWaiting)
 			}
 		})

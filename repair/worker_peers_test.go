@@ -25,30 +25,32 @@ func TestHostPeersRevisePrediction(t *testing.T) {
 	}
 	f.batchCPU = map[string]float64{"10.0.0.1:9001": 3, "10.0.0.1:9002": 0.5, "10.0.0.2:9004": 100}
 	w := newTestWorker(t, f, "n0")
-	w.cfg.Model.Cores = 2
-	w.batch, w.batchT0 = &shardrpc.RepairBatch{}, time.Now()
-	w.batchCosts = []Cost{{Seconds: 0.1, CPU: 1}, {Seconds: 0.1, CPU: 1}}
-	w.lastShare = 0.25
+	cm := w.cal.model()
+	cm.Cores = 2
+	w.cal.setModel(cm)
+	w.sched.batch, w.sched.batchT0 = &shardrpc.RepairBatch{}, time.Now()
+	w.sched.batchCosts = []Cost{{Seconds: 0.1, CPU: 1}, {Seconds: 0.1, CPU: 1}}
+	w.sched.lastShare = 0.25
 
 	w.hostPeers(context.Background(), w.view())
-	if want := map[string]float64{"n1": 3, "n2": 0.5, "n3": 0}; !maps.Equal(w.peerCPU, want) {
-		t.Fatalf("peer CPU %v, want %v", w.peerCPU, want)
+	if want := map[string]float64{"n1": 3, "n2": 0.5, "n3": 0}; !maps.Equal(w.sched.peerCPU, want) {
+		t.Fatalf("peer CPU %v, want %v", w.sched.peerCPU, want)
 	}
 	// 2 core-seconds here, min(2,3) + 0.5 + 0 beside it, on 2 cores.
-	w.mu.Lock()
-	w.predictBatch()
-	got := w.batch.Predicted
-	w.mu.Unlock()
+	w.sched.mu.Lock()
+	w.sched.predictBatch(w.cal.model())
+	got := w.sched.batch.Predicted
+	w.sched.mu.Unlock()
 	if want := (2 + 2 + 0.5) / 2.0; got != want {
 		t.Fatalf("predicted %v, want %v", got, want)
 	}
 	// A peer that finished reports less: its largest figure is kept.
 	f.batchCPU["10.0.0.1:9001"] = 0
 	w.hostPeers(context.Background(), w.view())
-	if got := w.peerCPU["n1"]; got != 3 {
+	if got := w.sched.peerCPU["n1"]; got != 3 {
 		t.Fatalf("n1 kept %v, want 3", got)
 	}
-	if got := slices.Sorted(maps.Keys(w.peerCPU)); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
+	if got := slices.Sorted(maps.Keys(w.sched.peerCPU)); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
 		t.Fatalf("peers %v", got)
 	}
 }

@@ -51,7 +51,7 @@ func (w *Worker) planInput(v nodeView, m *metadata.Manifest, p metadata.Part, lo
 	return PlanInput{
 		Group: Group{Key: m.Bucket + "/" + m.Key, FileID: p.ID, Code: code, ChunkSize: m.ChunkSize,
 			PartSize: p.Size, ShardCRC: p.ShardCRC, Placement: m.Placement},
-		Lost: lost, Nodes: v.nodes, Model: w.model(), Force: w.cfg.Method, Allowed: w.allowed, Dest: pinned,
+		Lost: lost, Nodes: v.nodes, Model: w.cal.model(), Force: w.cfg.Method, Allowed: w.allowed, Dest: pinned,
 	}, nil
 }
 
@@ -118,10 +118,7 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 	for pi, p := range m.Parts {
 		d, err := plan(v, m, p, lost, pinned)
 		if errors.Is(err, ErrNoCapacity) {
-			w.mu.Lock()
-			already := w.waiting[j.ref()]
-			w.waiting[j.ref()] = true
-			w.mu.Unlock()
+			already := w.sched.setWaiting(j.ref())
 			w.m.decision("waiting")
 			if !already { // every scan retries it: say so once
 				w.log.Warn("repair waiting for capacity", "object", j.ref(), "lost", lost)
@@ -259,7 +256,7 @@ const (
 // divides a node's rate by its load again. A bounded moving average, so
 // one slow or fast task cannot run the estimate away.
 func (w *Worker) learn(res Result, others map[string]int) {
-	secs := res.Seconds - w.model().Setup.Seconds() - w.model().Fsync.Seconds()
+	secs := res.Seconds - w.cal.model().Setup.Seconds() - w.cal.model().Fsync.Seconds()
 	if secs <= 0 {
 		return
 	}
@@ -273,7 +270,7 @@ func (w *Worker) learn(res Result, others map[string]int) {
 		r := w.rates[id]
 		cur := r.Net
 		if cur <= 0 {
-			cur = w.model().Default.Net
+			cur = w.cal.model().Default.Net
 		}
 		obs = min(max(obs, cur/learnStep), cur*learnStep)
 		r.Net = max((1-learnWeight)*cur+learnWeight*obs, learnFloor)
@@ -438,9 +435,7 @@ func (w *Worker) repairInline(ctx context.Context, v nodeView, m *metadata.Manif
 	}
 	dest, _ := destinations(PlanInput{Group: Group{Key: m.Bucket + "/" + m.Key, Placement: m.Placement}, Nodes: v.nodes}, lost)
 	if len(dest) == 0 {
-		w.mu.Lock()
-		w.waiting[j.ref()] = true
-		w.mu.Unlock()
+		w.sched.setWaiting(j.ref())
 		w.m.decision("waiting")
 		return Result{}, fmt.Errorf("%w: %w: %s", errRetryLater, ErrNoCapacity, j.ref())
 	}

@@ -3,6 +3,7 @@ package repair
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,18 +45,54 @@ import (
 // guarantees of docs/CONSISTENCY.md: only a version k servers hold is
 // taken or handed on, and only by the first holder of its placement.
 
-func (w *Worker) kickSync() {
-	w.syncAsked.Add(1)
+// syncer is the anti-entropy service: the full syncs asked for (kick) and
+// the periodic ones (run), and the per-key rules the MRF healing and a
+// fenced repair (syncKey) use too. It owns the sync counts and their lock;
+// the in-place rebuilds the rules find go to the worker's queue (rebuild).
+type syncer struct {
+	self string
+	// interval is Config.SyncInterval.
+	interval time.Duration
+	log      *slog.Logger
+	store    Store
+	shards   Shards
+	m        *metrics
+	view     func() nodeView
+	now      func() time.Time
+	rebuild  func(j *job) bool
+	// codes is the worker's: a code's k is read without parsing it again.
+	codes *codec.Cache
+	// settle is how long an asked-for full sync first lets gossip settle
+	// (2 s; tests shorten it).
+	settle time.Duration
+
+	kickc chan struct{}
+	// Full manifest syncs asked for (kick calls), those asked for before
+	// the last full sync began, and the full syncs done: the status's
+	// Sync counts.
+	asked, answered, done atomic.Int64
+	// calls counts the manifest and shard calls the per-key rules made
+	// to peers during syncs.
+	calls atomic.Int64
+
+	mu    sync.Mutex
+	stats syncCounters // the range comparisons
+}
+
+// kick asks for a full sync.
+func (s *syncer) kick() {
+	s.asked.Add(1)
 	select {
-	case w.sync <- struct{}{}:
+	case s.kickc <- struct{}{}:
 	default:
 	}
 }
 
-func (w *Worker) runSync(ctx context.Context) {
+// run syncs when asked (kick) and every interval until ctx ends.
+func (s *syncer) run(ctx context.Context) {
 	var tick <-chan time.Time
-	if w.cfg.SyncInterval > 0 {
-		t := time.NewTicker(w.cfg.SyncInterval)
+	if s.interval > 0 {
+		t := time.NewTicker(s.interval)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -66,68 +103,68 @@ func (w *Worker) runSync(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.sync:
-			asked := w.syncAsked.Load() // this sync answers these
+		case <-s.kickc:
+			asked := s.asked.Load() // this sync answers these
 			// Let gossip settle so the peers we ask are the ones alive now.
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(w.syncSettle):
+			case <-time.After(s.settle):
 			}
-			n, err = w.antiEntropy(ctx, false, &win)
-			w.syncsDone.Add(1)
-			w.syncAnswered.Store(asked)
+			n, err = s.pass(ctx, false, &win)
+			s.done.Add(1)
+			s.answered.Store(asked)
 		case <-tick:
-			n, err = w.antiEntropy(ctx, true, &win)
+			n, err = s.pass(ctx, true, &win)
 		}
 		if err != nil && ctx.Err() == nil {
-			w.log.Error("manifest sync", "err", err)
+			s.log.Error("manifest sync", "err", err)
 		}
 		if n > 0 {
-			w.log.Info("manifest sync: took newer versions from peers", "manifests", n)
+			s.log.Info("manifest sync: took newer versions from peers", "manifests", n)
 		}
 	}
 }
 
-// antiEntropy runs one sync: by range comparison (antientropy.go) when
+// pass runs one sync: by range comparison (antientropy.go) when
 // the store keeps digests and the client asks for them, else (test fakes)
 // by the walk over every local manifest, all of them (a start or a
 // return) or, when periodic, those of the next window. Peers that do not
 // serve digests (an older binary, during a rolling upgrade) are synced
 // the old way, over the local manifests placed on them.
-func (w *Worker) antiEntropy(ctx context.Context, periodic bool, win *syncWindow) (int, error) {
-	rs, ok1 := w.store.(rangeStore)
-	rp, ok2 := w.shards.(rangePeers)
+func (s *syncer) pass(ctx context.Context, periodic bool, win *syncWindow) (int, error) {
+	rs, ok1 := s.store.(rangeStore)
+	rp, ok2 := s.shards.(rangePeers)
 	if !ok1 || !ok2 {
 		if periodic {
-			return w.syncManifests(ctx, win.next(w.now(), w.cfg.SyncInterval), true)
+			return s.syncManifests(ctx, win.next(s.now(), s.interval), true)
 		}
-		return w.syncManifests(ctx, func(*metadata.Manifest) bool { return true }, false)
+		return s.syncManifests(ctx, func(*metadata.Manifest) bool { return true }, false)
 	}
 	var settled int64
 	if periodic {
-		settled = w.now().Add(-w.cfg.SyncInterval).UnixNano()
+		settled = s.now().Add(-s.interval).UnixNano()
 	}
-	n, legacy, err := w.syncRanges(ctx, rs, rp, settled)
+	n, legacy, err := s.syncRanges(ctx, rs, rp, settled)
 	if err != nil || len(legacy) == 0 {
 		return n, err
 	}
-	w.log.Info("anti-entropy: peers without digests, syncing their keys by a walk", "nodes", legacy)
+	s.log.Info("anti-entropy: peers without digests, syncing their keys by a walk", "nodes", legacy)
 	keep := func(m *metadata.Manifest) bool {
 		return slices.ContainsFunc(m.Placement, func(id string) bool { return slices.Contains(legacy, id) })
 	}
 	if periodic {
-		sel := win.next(w.now(), w.cfg.SyncInterval)
+		sel := win.next(s.now(), s.interval)
 		keep = func(m *metadata.Manifest) bool {
 			return sel(m) && slices.ContainsFunc(m.Placement, func(id string) bool { return slices.Contains(legacy, id) })
 		}
 	}
-	more, err := w.syncManifests(ctx, keep, periodic)
+	more, err := s.syncManifests(ctx, keep, periodic)
 	return n + more, err
 }
 
 // syncWindow hands the periodic sync by walk (stores and peers without
-// range digests: see antiEntropy) consecutive windows of write times,
+// range digests: see pass) consecutive windows of write times,
 // each ending one interval before now, so that every write is checked
 // once, only after its PUT has long finished (it never races a write still
 // reaching its servers), and none is skipped when a pass runs late. The
@@ -160,7 +197,7 @@ type peerAnswer struct {
 // placement lost and rebuilt elsewhere, m's own placement holds only six
 // copies of the repaired version, short of a quorum). Peers that do not
 // answer are left out.
-func (w *Worker) askPeers(ctx context.Context, v nodeView, m *metadata.Manifest) []peerAnswer {
+func (s *syncer) askPeers(ctx context.Context, v nodeView, m *metadata.Manifest) []peerAnswer {
 	var out []peerAnswer
 	asked := map[string]bool{v.self: true}
 	next := m.Placement
@@ -182,8 +219,8 @@ func (w *Worker) askPeers(ctx context.Context, v nodeView, m *metadata.Manifest)
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			w.manifestCall(ctx)
-			cur, err := w.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
+			s.manifestCall(ctx)
+			cur, err := s.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
 			cancel()
 			switch {
 			case errors.Is(err, shardrpc.ErrNotFound):
@@ -246,7 +283,7 @@ func confirmedNewer(m *metadata.Manifest, answers []peerAnswer, quorums *quorumC
 // spread; and only the first server of the placement holding m
 // does it (unless anyHolder), so the peers get it once. It returns how
 // many peers it gave the manifest.
-func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifest, answers []peerAnswer, quorums *quorumCache, anyHolder bool) int {
+func (s *syncer) healMissed(ctx context.Context, v nodeView, m *metadata.Manifest, answers []peerAnswer, quorums *quorumCache, anyHolder bool) int {
 	holders := 1 // this server
 	var behind []peerAnswer
 	for _, a := range answers {
@@ -273,7 +310,7 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 	if len(m.Parts) == 0 {
 		// An inline object: the walk left its data out, and a peer must
 		// get all of it.
-		full, err := w.store.GetManifest(ctx, m.Bucket, m.Key)
+		full, err := s.store.GetManifest(ctx, m.Bucket, m.Key)
 		if err != nil || full.Version != m.Version {
 			// Replaced meanwhile (its own pass checks the newer
 			// version), or unreadable here: give nothing rather than a
@@ -286,11 +323,11 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 	given := 0
 	for _, a := range behind {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		w.manifestCall(ctx)
-		stored, _, err := w.shards.PutManifest(cctx, a.addr, m)
+		s.manifestCall(ctx)
+		stored, _, err := s.shards.PutManifest(cctx, a.addr, m)
 		cancel()
 		if err != nil {
-			w.log.Warn("manifest sync: give a peer a manifest it missed", "object", m.Bucket+"/"+m.Key, "node", a.id, "err", err)
+			s.log.Warn("manifest sync: give a peer a manifest it missed", "object", m.Bucket+"/"+m.Key, "node", a.id, "err", err)
 			continue
 		}
 		if !stored {
@@ -300,8 +337,8 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 		idx := slices.Index(m.Placement, a.id)
 		for _, p := range m.Parts {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			w.manifestCall(ctx)
-			info, err := w.shards.StatShard(cctx, a.addr, p.ID, idx)
+			s.manifestCall(ctx)
+			info, err := s.shards.StatShard(cctx, a.addr, p.ID, idx)
 			cancel()
 			if errors.Is(err, shardrpc.ErrNotFound) || err == nil && info.CRC != p.ShardCRC[idx] {
 				lost = append(lost, idx)
@@ -310,8 +347,8 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 		}
 	}
 	if len(lost) > 0 {
-		w.log.Info("manifest sync: rebuilding shards peers missed", "object", m.Bucket+"/"+m.Key, "version", m.Version, "lost", lost)
-		w.enqueue(&job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, inPlace: true, prio: len(lost)})
+		s.log.Info("manifest sync: rebuilding shards peers missed", "object", m.Bucket+"/"+m.Key, "version", m.Version, "lost", lost)
+		s.rebuild(&job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, inPlace: true, prio: len(lost)})
 	}
 	return given
 }
@@ -322,11 +359,14 @@ func (w *Worker) healMissed(ctx context.Context, v nodeView, m *metadata.Manifes
 // (docs/CONSISTENCY.md) and handing it on is safe; one that fewer hold
 // may be a failed write, and is not spread.
 type quorumCache struct {
-	mu sync.Mutex
-	k  map[string]int
+	codes *codec.Cache // nil: parse each code met
+	mu    sync.Mutex
+	k     map[string]int
 }
 
-func newQuorumCache() *quorumCache { return &quorumCache{k: map[string]int{}} }
+func newQuorumCache(codes *codec.Cache) *quorumCache {
+	return &quorumCache{codes: codes, k: map[string]int{}}
+}
 
 func (q *quorumCache) get(m *metadata.Manifest) int {
 	q.mu.Lock()
@@ -334,7 +374,7 @@ func (q *quorumCache) get(m *metadata.Manifest) int {
 	k, ok := q.k[m.Code]
 	if !ok {
 		k = len(m.Placement)/2 + 1 - 1 // unknown code: a majority
-		if c, err := codec.Parse(m.Code); err == nil {
+		if c, err := q.codes.Get(m.Code); err == nil {
 			k = c.DataShards()
 		}
 		q.k[m.Code] = k
@@ -350,13 +390,13 @@ func (q *quorumCache) get(m *metadata.Manifest) int {
 // the others ask a single peer, not all of them. It walks every local
 // manifest: the range comparison (antientropy.go) replaces it wherever
 // the store and the peers keep digests.
-func (w *Worker) syncManifests(ctx context.Context, keep func(*metadata.Manifest) bool, firstOnly bool) (int, error) {
-	v := w.view()
+func (s *syncer) syncManifests(ctx context.Context, keep func(*metadata.Manifest) bool, firstOnly bool) (int, error) {
+	v := s.view()
 	if v.nodes[v.self].Addr == "" {
 		return 0, nil
 	}
 	var local []*metadata.Manifest
-	err := w.eachManifest(ctx, func(m *metadata.Manifest) error {
+	err := eachManifest(ctx, s.store, func(m *metadata.Manifest) error {
 		if keep(m) {
 			local = append(local, m)
 		}
@@ -365,14 +405,14 @@ func (w *Worker) syncManifests(ctx context.Context, keep func(*metadata.Manifest
 	if err != nil {
 		return 0, err
 	}
-	return w.syncLocal(ctx, v, local, firstOnly), nil
+	return s.syncLocal(ctx, v, local, firstOnly), nil
 }
 
 // syncLocal runs the per-key rules for each of the local manifests: it
 // stores a newer version a quorum of peers holds (confirmedNewer), or
 // hands m to the peers that missed it (healMissed). It returns how many
 // newer versions it stored. firstOnly: see syncManifests.
-func (w *Worker) syncLocal(ctx context.Context, v nodeView, local []*metadata.Manifest, firstOnly bool) int {
+func (s *syncer) syncLocal(ctx context.Context, v nodeView, local []*metadata.Manifest, firstOnly bool) int {
 	self := v.nodes[v.self]
 	if self.Addr == "" {
 		return 0
@@ -383,36 +423,36 @@ func (w *Worker) syncLocal(ctx context.Context, v nodeView, local []*metadata.Ma
 	updated := 0
 	type upd struct{ m *metadata.Manifest }
 	results := make(chan upd, len(local))
-	quorums := newQuorumCache()
+	quorums := newQuorumCache(s.codes)
 	var healed atomic.Int64
 	for _, m := range local {
 		g.Go(func() error {
-			if firstOnly && !w.firstHolder(ctx, v, m) {
+			if firstOnly && !s.firstHolder(ctx, v, m) {
 				return nil
 			}
-			answers := w.askPeers(ctx, v, m)
+			answers := s.askPeers(ctx, v, m)
 			if best := confirmedNewer(m, answers, quorums); best != nil {
 				results <- upd{best}
 			} else {
-				healed.Add(int64(w.healMissed(ctx, v, m, answers, quorums, false)))
+				healed.Add(int64(s.healMissed(ctx, v, m, answers, quorums, false)))
 			}
 			return nil
 		})
 	}
 	g.Wait()
 	if n := healed.Load(); n > 0 {
-		w.log.Info("manifest sync: gave peers manifests they missed", "manifests", n)
+		s.log.Info("manifest sync: gave peers manifests they missed", "manifests", n)
 	}
 	close(results)
 	for u := range results {
-		w.manifestCall(ctx)
-		if _, _, err := w.shards.PutManifest(ctx, self.Addr, u.m); err != nil {
-			w.log.Warn("manifest sync: store", "object", u.m.Bucket+"/"+u.m.Key, "err", err)
+		s.manifestCall(ctx)
+		if _, _, err := s.shards.PutManifest(ctx, self.Addr, u.m); err != nil {
+			s.log.Warn("manifest sync: store", "object", u.m.Bucket+"/"+u.m.Key, "err", err)
 			continue
 		}
 		updated++
 		if !slices.Contains(u.m.Placement, v.self) {
-			w.log.Info("manifest sync: shards rebuilt elsewhere, dropping ours", "object", u.m.Bucket+"/"+u.m.Key, "version", u.m.Version)
+			s.log.Info("manifest sync: shards rebuilt elsewhere, dropping ours", "object", u.m.Bucket+"/"+u.m.Key, "version", u.m.Version)
 		}
 	}
 	return updated
@@ -421,7 +461,7 @@ func (w *Worker) syncLocal(ctx context.Context, v nodeView, local []*metadata.Ma
 // firstHolder reports whether no live server before this one in m's
 // placement holds m's version (or a newer one) as current. A server that
 // does not answer counts as not holding it, so a miss is still checked.
-func (w *Worker) firstHolder(ctx context.Context, v nodeView, m *metadata.Manifest) bool {
+func (s *syncer) firstHolder(ctx context.Context, v nodeView, m *metadata.Manifest) bool {
 	for _, id := range m.Placement {
 		if id == v.self {
 			return true
@@ -431,8 +471,8 @@ func (w *Worker) firstHolder(ctx context.Context, v nodeView, m *metadata.Manife
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		w.manifestCall(ctx)
-		cur, err := w.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
+		s.manifestCall(ctx)
+		cur, err := s.shards.GetManifest(cctx, ni.Addr, m.Bucket, m.Key)
 		cancel()
 		if err == nil && !cur.Version.Less(m.Version) {
 			return false
@@ -448,23 +488,23 @@ func (w *Worker) firstHolder(ctx context.Context, v nodeView, m *metadata.Manife
 // that made its copy stale (other servers saw it dead for a while when it
 // was not), and until it learns the newer version it would keep
 // coordinating, and failing, the same repair at every scan.
-func (w *Worker) syncKey(ctx context.Context, bucket, key string) (bool, error) {
-	m, err := w.store.GetManifest(ctx, bucket, key)
+func (s *syncer) syncKey(ctx context.Context, bucket, key string) (bool, error) {
+	m, err := s.store.GetManifest(ctx, bucket, key)
 	if err != nil {
 		return false, err
 	}
-	v := w.view()
+	v := s.view()
 	self := v.nodes[v.self]
 	if self.Addr == "" {
 		return false, nil
 	}
-	best := confirmedNewer(m, w.askPeers(ctx, v, m), newQuorumCache())
+	best := confirmedNewer(m, s.askPeers(ctx, v, m), newQuorumCache(s.codes))
 	if best == nil {
 		return false, nil
 	}
-	if _, _, err := w.shards.PutManifest(ctx, self.Addr, best); err != nil {
+	if _, _, err := s.shards.PutManifest(ctx, self.Addr, best); err != nil {
 		return false, err
 	}
-	w.log.Info("manifest sync: took a newer version a repair was fenced by", "object", bucket+"/"+key, "version", best.Version)
+	s.log.Info("manifest sync: took a newer version a repair was fenced by", "object", bucket+"/"+key, "version", best.Version)
 	return true, nil
 }

@@ -150,13 +150,13 @@ func TestHealMissed(t *testing.T) {
 			}
 			w := newTestWorker(t, f, "n1")
 			v := w.view()
-			w.healMissed(context.Background(), v, m, w.askPeers(context.Background(), v, m), newQuorumCache(), false)
+			w.syncer.healMissed(context.Background(), v, m, w.syncer.askPeers(context.Background(), v, m), newQuorumCache(nil), false)
 			slices.Sort(f.puts)
 			if !slices.Equal(f.puts, tc.puts) {
 				t.Errorf("gave the manifest to %v, want %v", f.puts, tc.puts)
 			}
 			var lost []int
-			for _, j := range w.queue.jobs() {
+			for _, j := range w.sched.jobs() {
 				if !j.inPlace || j.version != m.Version {
 					t.Errorf("queued %+v, want an in-place rebuild of %s", j, m.Version)
 				}
@@ -177,9 +177,9 @@ func TestNoteReturns(t *testing.T) {
 	f := newFakeCluster(4)
 	w := newTestWorker(t, f, "n0")
 	kicked := func() bool {
-		w.noteReturns(w.view())
+		w.scanner.noteReturns(w.view())
 		select {
-		case <-w.sync:
+		case <-w.syncer.kickc:
 			return true
 		default:
 			return false
@@ -255,7 +255,7 @@ func TestSyncKeyTakesConfirmedNewer(t *testing.T) {
 				f.manifests[fmt.Sprintf("a%d", i)] = &newer
 			}
 			w := newTestWorker(t, f, "n1")
-			got, err := w.syncKey(context.Background(), "b", "k")
+			got, err := w.syncer.syncKey(context.Background(), "b", "k")
 			if err != nil || got != tc.want {
 				t.Fatalf("syncKey = %v, %v; want %v", got, err, tc.want)
 			}
@@ -333,7 +333,7 @@ func TestFirstHolder(t *testing.T) {
 				f.members[i].State = cluster.StateDead
 			}
 			w := newTestWorker(t, f, "n2")
-			if got := w.firstHolder(context.Background(), w.view(), m); got != tc.want {
+			if got := w.syncer.firstHolder(context.Background(), w.view(), m); got != tc.want {
 				t.Errorf("firstHolder = %v, want %v", got, tc.want)
 			}
 		})
@@ -362,7 +362,7 @@ func TestSyncFollowsMovedPlacement(t *testing.T) {
 		f.manifests["a"+id[1:]] = &r
 	}
 	w := newTestWorker(t, f, "n1")
-	took, err := w.syncKey(context.Background(), "b", "k")
+	took, err := w.syncer.syncKey(context.Background(), "b", "k")
 	if err != nil || !took {
 		t.Fatalf("syncKey = %v, %v; want the repaired version taken", took, err)
 	}
@@ -373,7 +373,7 @@ func TestSyncFollowsMovedPlacement(t *testing.T) {
 	f2 := newFakeCluster(12)
 	f2.local = m
 	w2 := newTestWorker(t, f2, "n1")
-	for _, a := range w2.askPeers(context.Background(), w2.view(), m) {
+	for _, a := range w2.syncer.askPeers(context.Background(), w2.view(), m) {
 		if !slices.Contains(place, a.id) {
 			t.Errorf("asked %s, outside the placement, with no newer version reported", a.id)
 		}
@@ -386,18 +386,18 @@ func TestSyncFollowsMovedPlacement(t *testing.T) {
 func TestSyncStatus(t *testing.T) {
 	f := newFakeCluster(3)
 	w := newTestWorker(t, f, "n0")
-	w.syncSettle = time.Millisecond
+	w.syncer.settle = time.Millisecond
 	if s := w.Status().Sync; s.Pending || s.Full != 0 {
 		t.Fatalf("before any sync: %+v", s)
 	}
-	w.kickSync()
-	w.kickSync() // coalesced into the same sync
+	w.syncer.kick()
+	w.syncer.kick() // coalesced into the same sync
 	if s := w.Status().Sync; !s.Pending {
 		t.Fatalf("asked for a sync: %+v, want pending", s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); w.runSync(ctx) }()
+	go func() { defer close(done); w.syncer.run(ctx) }()
 	defer func() { cancel(); <-done }()
 	waitSync := func(full int64) {
 		t.Helper()
@@ -413,7 +413,7 @@ func TestSyncStatus(t *testing.T) {
 		}
 	}
 	waitSync(1)
-	w.kickSync()
+	w.syncer.kick()
 	if s := w.Status().Sync; !s.Pending {
 		t.Fatalf("asked again: %+v, want pending", s)
 	}

@@ -44,8 +44,8 @@ type versionShards interface {
 
 // eachVersion is eachManifest over the noncurrent versions; it does
 // nothing when the store cannot walk them.
-func (w *Worker) eachVersion(ctx context.Context, fn func(*metadata.Manifest) error) error {
-	vs, ok := w.store.(versionStore)
+func eachVersion(ctx context.Context, store Store, fn func(*metadata.Manifest) error) error {
+	vs, ok := store.(versionStore)
 	if !ok {
 		return nil
 	}

@@ -198,11 +198,11 @@ func TestScanRepairsNoncurrentVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.scan(ctx); err != nil {
+	if err := w.scanner.once(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var refs []string
-	for _, j := range w.queue.jobs() {
+	for _, j := range w.sched.jobs() {
 		refs = append(refs, j.ref())
 		if j.noncurrent != (j.version == old.Version) || !slices.Equal(j.lost, []int{8}) {
 			t.Errorf("queued %+v", j)
@@ -212,14 +212,12 @@ func TestScanRepairsNoncurrentVersions(t *testing.T) {
 	if want := []string{"b/k", "b/k@" + old.Version.String()}; !slices.Equal(refs, want) {
 		t.Fatalf("queued %v, want %v", refs, want)
 	}
-	w.mu.Lock()
-	st := w.stripes
-	w.mu.Unlock()
+	st := w.scanner.status()
 	if st.Total != 2 || st.Noncurrent != 1 || st.Degraded != 2 {
 		t.Fatalf("stripe counts %+v, want 2 groups, 1 noncurrent, both degraded", st)
 	}
 	// The job reads its version from the store's previous versions.
-	for _, j := range w.queue.jobs() {
+	for _, j := range w.sched.jobs() {
 		m, err := w.manifestOf(ctx, j)
 		if err != nil || m.Version != j.version || m.Parts[0].ID != map[bool]string{true: "f", false: "g"}[j.noncurrent] {
 			t.Fatalf("manifest of %s: %+v %v", j.ref(), m, err)
@@ -269,7 +267,7 @@ func TestScrubCoversNoncurrentVersions(t *testing.T) {
 			cancel()
 		}
 	}
-	if _, err := w.scrubPass(stop, lim); err == nil {
+	if _, err := w.scrub.pass(stop, lim); err == nil {
 		t.Fatal("the stopped pass reported no error")
 	}
 	shards.onRead = nil
@@ -277,7 +275,7 @@ func TestScrubCoversNoncurrentVersions(t *testing.T) {
 	if err != nil || c == nil || c.Version != nil || c.Key != "l" {
 		t.Fatalf("saved position %v, %v; want after l's current manifest", c, err)
 	}
-	if _, err := w.scrubPass(ctx, lim); err != nil {
+	if _, err := w.scrub.pass(ctx, lim); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]int{"new": 1, "l-new": 1, "old": 2, "l-old": 1} {
@@ -285,7 +283,7 @@ func TestScrubCoversNoncurrentVersions(t *testing.T) {
 			t.Errorf("%s read %d times, want %d", id, got, want)
 		}
 	}
-	jobs := w.queue.jobs()
+	jobs := w.sched.jobs()
 	if len(jobs) != 1 || !jobs[0].noncurrent || !jobs[0].inPlace || jobs[0].version != bad.Version || !slices.Equal(jobs[0].lost, []int{0}) {
 		t.Fatalf("queued %+v, want the in-place rebuild of k's noncurrent version", jobs)
 	}
@@ -300,7 +298,7 @@ func TestScrubCoversNoncurrentVersions(t *testing.T) {
 	for id, n := range shards.reads {
 		before[id] = n
 	}
-	if _, err := w.scrubPass(ctx, lim); err != nil {
+	if _, err := w.scrub.pass(ctx, lim); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]int{"new": 0, "l-new": 0, "old": 0, "l-old": 1} {

@@ -1,0 +1,355 @@
+package repair
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
+)
+
+// scanner is the background service that finds the stripe groups this
+// server coordinates that lost shards (or have shards on draining
+// servers) and queues their repair, every ScanInterval, skipping the walk
+// over the manifests while nothing changed (scan_skip.go). It owns the
+// stripe counts, the last walk and the last membership it saw, under its
+// own lock. What a repair's outcome or a write changes reaches it through
+// markDirty.
+type scanner struct {
+	// interval is Config.ScanInterval, fullEvery Config.FullScanInterval,
+	// grace Config.Grace.
+	interval, fullEvery, grace time.Duration
+	log                        *slog.Logger
+	store                      Store
+	shards                     Shards
+	m                          *metrics
+	codes                      *codec.Cache
+	view                       func() nodeView
+	now                        func() time.Time
+	// loss tells whether a node is down and whether its shards count
+	// as lost (Worker.status).
+	loss func(v nodeView, id string) (down, lost bool)
+	jobs scanJobs
+	sync interface{ kick() }
+
+	mu      sync.Mutex
+	stripes shardrpc.StripeCounts
+	// walk: the last full walk (scan_skip.go).
+	walk walkState
+	// prevNodes is each node's state at the last scan.
+	prevNodes map[string]nodeMark
+	// dirty: something happened since the last walk that may have left a
+	// group degraded (scan_skip.go). An atomic, so that it is set without
+	// the lock from under other services' locks.
+	dirty atomic.Bool
+}
+
+// scanJobs is the repair queue a scan feeds and reports to (the Worker).
+type scanJobs interface {
+	enqueue(j *job) bool
+	// isWaiting reports whether the job ref names waits for a server
+	// to rebuild onto; idle whether no job is queued or running.
+	isWaiting(ref string) bool
+	idle() bool
+	// scanning is told the view at the start of each scan, scanned after
+	// each that did not fail.
+	scanning(v nodeView)
+	scanned(ctx context.Context, v nodeView)
+}
+
+// run scans every interval (less often when walks are slow: walkWait)
+// until ctx ends.
+func (s *scanner) run(ctx context.Context) {
+	for {
+		start := time.Now()
+		if err := s.once(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("repair scan", "err", err)
+			s.mu.Lock()
+			s.stripes.ScanError = err.Error()
+			s.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(walkWait(s.interval, time.Since(start))):
+		}
+	}
+}
+
+// once runs one scan with the membership of the moment.
+func (s *scanner) once(ctx context.Context) error {
+	v := s.view()
+	s.jobs.scanning(v)
+	if err := s.scan(ctx, v); err != nil {
+		return err
+	}
+	s.jobs.scanned(ctx, v)
+	return nil
+}
+
+// markDirty notes that something happened that the next scan must walk
+// for: a repair ended, a write named a server not live.
+func (s *scanner) markDirty() { s.dirty.Store(true) }
+
+// status returns the stripe counts of the last scan.
+func (s *scanner) status() shardrpc.StripeCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stripes
+}
+
+// walkPace bounds the time the walks over every local manifest (the
+// repair scan, the scrubber's) take: after a walk of d the next starts no
+// sooner than walkPace*d later, so walking takes at most a fifth of a
+// core however many objects the server holds. Without it a server with
+// more manifests than it can walk in one interval (or twelve servers on
+// one machine, as in regen dev) would walk back to back and keep its
+// cores busy while idle.
+const walkPace = 4
+
+// walkWait is how long to wait after a walk that took took, for walks
+// meant to start every interval.
+func walkWait(interval, took time.Duration) time.Duration {
+	return max(interval-took, walkPace*took)
+}
+
+// eachManifest calls fn for every live manifest in the local store:
+// erasure-coded objects and small objects stored inline in their
+// manifest (no parts; their placement servers hold the manifest). The
+// manifests come without their inline data, which no walk needs.
+func eachManifest(ctx context.Context, store Store, fn func(*metadata.Manifest) error) error {
+	err := store.EachManifest(ctx, func(m *metadata.Manifest) error {
+		if len(m.Placement) == 0 {
+			return nil
+		}
+		return fn(m)
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("repair: walk manifests: %w", err)
+	}
+	return err
+}
+
+// scan walks the local manifests of view v, counts the stripe groups this
+// server coordinates and queues the repair of those with lost shards.
+func (s *scanner) scan(ctx context.Context, v nodeView) error {
+	s.noteReturns(v)
+	sig := walkSignature(v)
+	if !s.needWalk(sig) {
+		return nil
+	}
+	t0 := s.now()
+	var counts shardrpc.StripeCounts
+	var found []*job
+	unknown := map[string]bool{} // placement nodes gossip never showed this worker
+	visit := func(m *metadata.Manifest, noncurrent bool) error {
+		if coordinator(v, m.Placement) != v.self {
+			return nil
+		}
+		parts := int64(max(len(m.Parts), 1)) // an inline object is one group
+		counts.Total += parts
+		if noncurrent {
+			counts.Noncurrent += parts
+		}
+		var downs, lost []int
+		for i, id := range m.Placement {
+			d, l := s.loss(v, id)
+			if d {
+				downs = append(downs, i)
+				if _, known := v.nodes[id]; !known {
+					unknown[id] = true
+				}
+			}
+			if l {
+				lost = append(lost, i)
+			}
+		}
+		if len(downs) == 0 {
+			// Fully redundant: only shards on draining servers may
+			// need a new home.
+			if moves := draining(v, m.Placement); len(moves) > 0 {
+				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true, noncurrent: noncurrent}
+				counts.Draining += parts
+				if s.jobs.isWaiting(j.ref()) {
+					counts.DrainWaiting += parts
+				}
+				found = append(found, j)
+			}
+			return nil
+		}
+		counts.Degraded += parts
+		counts.LostShards += parts * int64(len(downs))
+		if len(lost) == 0 {
+			counts.Pending += parts
+		}
+		if len(lost) > 0 && s.coalesce(v, m, downs, lost) {
+			counts.Pending += parts // the rest of its failures turn lost soon
+			return nil
+		}
+		if len(lost) > 0 {
+			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs), noncurrent: noncurrent}
+			if s.jobs.isWaiting(j.ref()) {
+				counts.Waiting += parts
+			}
+			found = append(found, j)
+		}
+		return nil
+	}
+	err := eachManifest(ctx, s.store, func(m *metadata.Manifest) error { return visit(m, false) })
+	if err == nil {
+		// NB: a versioned bucket's noncurrent versions keep their stripes
+		// and are repaired (and moved off draining servers) alike, and
+		// counted alike in the status.
+		err = eachVersion(ctx, s.store, func(m *metadata.Manifest) error { return visit(m, true) })
+	}
+	if err != nil {
+		return err
+	}
+	// Down servers, and when the first still within the grace turns lost.
+	for id := range unknown {
+		counts.DownSeen = append(counts.DownSeen, id)
+	}
+	for id, ni := range v.nodes {
+		if !ni.Live || ni.Suspect {
+			counts.DownSeen = append(counts.DownSeen, id)
+		} else {
+			counts.UpSeen = append(counts.UpSeen, id)
+		}
+		if ni.Live || v.replaced[id] {
+			continue
+		}
+		if left := s.grace - s.now().Sub(v.since[id]); left > 0 && counts.Pending > 0 {
+			if secs := left.Seconds(); counts.GraceLeft == 0 || secs < counts.GraceLeft {
+				counts.GraceLeft = secs
+			}
+		}
+	}
+	slices.Sort(counts.DownSeen)
+	slices.Sort(counts.UpSeen)
+	counts.Scanned = s.now().UTC().Format(time.RFC3339Nano)
+	s.mu.Lock()
+	s.stripes = counts
+	s.mu.Unlock()
+	s.walked(t0, sig, counts.Degraded == 0 && counts.Draining == 0 && len(unknown) == 0 && len(found) == 0)
+	s.m.stripes(counts)
+	for _, j := range found {
+		s.jobs.enqueue(j)
+	}
+	return nil
+}
+
+// coalesceWindow bounds how long a stripe group with lost shards waits
+// for its other down servers to turn lost too (see coalesce).
+const coalesceWindow = 30 * time.Second
+
+// coalesce reports whether the group of m should wait before repairing
+// lost: some of its other down servers are still inside the grace and turn
+// lost within coalesceWindow. Servers that die together (a rack, a power
+// cut, an operator's kill) are declared dead a few probe rounds apart;
+// rebuilding them one at a time would move the group's data twice, where
+// one concurrent repair (CORE, or one PULL decode for every lost shard)
+// moves it once. A group left without redundancy does not wait.
+func (s *scanner) coalesce(v nodeView, m *metadata.Manifest, downs, lost []int) bool {
+	if len(downs) == len(lost) || len(m.Parts) == 0 {
+		return false
+	}
+	if c, err := s.codes.Get(m.Code); err != nil || len(downs) >= c.ParityShards() {
+		return false
+	}
+	isLost := map[int]bool{}
+	for _, i := range lost {
+		isLost[i] = true
+	}
+	window := min(coalesceWindow, s.grace)
+	for _, i := range downs {
+		if isLost[i] {
+			continue
+		}
+		since, ok := v.since[m.Placement[i]]
+		if !ok || s.grace-s.now().Sub(since) > window {
+			return false
+		}
+	}
+	return true
+}
+
+// draining returns the indexes of pl whose servers are live and draining:
+// the shards a drain moves. (A draining server that died holds lost
+// shards, which repair rebuilds like any other's.)
+func draining(v nodeView, pl []string) []int {
+	var out []int
+	for i, id := range pl {
+		if ni := v.nodes[id]; ni.Live && ni.Draining {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// nodeMark is what noteReturns compares between scans.
+type nodeMark struct {
+	live  bool
+	since time.Time
+	boot  int64
+}
+
+// noteReturns starts a manifest sync when a server came back: it (or
+// this one, after a partition) may hold manifests the other missed. A
+// server is back when it is live and, at the last scan, it was not, or
+// it has gone down and up again since (its state changed), or it
+// restarted (a new boot time), however quickly: a server restarted
+// before anyone saw it die missed writes all the same.
+//
+// The returned server is asked to sync too: it may not know it was gone.
+// A process paused (SIGSTOP, a long GC or VM stall) or starved of CPU
+// past the grace is called dead by the others, who rebuild its shards
+// elsewhere; from its own side nothing happened, so without being told
+// it would keep its stale manifests and the shard files they name.
+func (s *scanner) noteReturns(v nodeView) {
+	s.mu.Lock()
+	first := len(s.prevNodes) == 0
+	var back []string // addresses of the servers back
+	for id, ni := range v.nodes {
+		mark := nodeMark{live: ni.Live, since: v.since[id], boot: v.boot[id]}
+		if prev, ok := s.prevNodes[id]; ni.Live && !first && (!ok || !prev.live || !prev.since.Equal(mark.since) || prev.boot != mark.boot) {
+			back = append(back, ni.Addr)
+		}
+		s.prevNodes[id] = mark
+	}
+	for id := range s.prevNodes {
+		if _, ok := v.nodes[id]; !ok {
+			delete(s.prevNodes, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(back) == 0 {
+		return
+	}
+	s.sync.kick()
+	if r, ok := s.shards.(syncRequester); ok {
+		for _, addr := range back {
+			if addr == "" || addr == v.nodes[v.self].Addr {
+				continue
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := r.RequestSync(ctx, addr); err != nil {
+					s.log.Debug("ask a returned server to sync", "addr", addr, "err", err)
+				}
+			}()
+		}
+	}
+}
+
+// syncRequester asks a peer to sync its manifests (*shardrpc.Client has
+// it).
+type syncRequester interface {
+	RequestSync(ctx context.Context, addr string) error
+}

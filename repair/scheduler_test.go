@@ -1,0 +1,127 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/regen-s3/regen/internal/shardrpc"
+)
+
+// The scheduler's bookkeeping of one job's outcomes: done, deferred
+// (the object changed), retried after a doubling backoff, then failed;
+// the job stays in flight (not queued twice) until it is over, and the
+// batch ends with the last job, predicted.
+func TestSchedulerOutcomes(t *testing.T) {
+	errFail := errors.New("helper gone")
+	for _, tc := range []struct {
+		name    string
+		errs    []error // the outcome of each run
+		retries int
+		want    shardrpc.RepairCounts
+	}{
+		{"done", []error{nil}, 2, shardrpc.RepairCounts{Done: 1}},
+		{"deferred", []error{errRetryLater}, 2, shardrpc.RepairCounts{}},
+		{"superseded", []error{ErrSuperseded}, 2, shardrpc.RepairCounts{}},
+		{"retried then done", []error{errFail, errFail, nil}, 2, shardrpc.RepairCounts{Done: 1}},
+		{"retried then failed", []error{errFail, errFail, errFail}, 2, shardrpc.RepairCounts{Failed: 1}},
+		{"no retries", []error{errFail}, 0, shardrpc.RepairCounts{Failed: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			m, err := newMetrics(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := DefaultConfig()
+			cfg.Retries, cfg.Backoff = tc.retries, time.Second
+			s := newScheduler(cfg, func() time.Time { return now }, m)
+			j := &job{bucket: "b", key: "k", lost: []int{1}, cost: Cost{Seconds: 1, CPU: 1}}
+			if !s.add(j, 1) || s.add(&job{bucket: "b", key: "k"}, 1) {
+				t.Fatal("add: the first must be queued, the second (same object) not")
+			}
+			for run, e := range tc.errs {
+				got := s.pop()
+				if got != j {
+					t.Fatalf("run %d: popped %v", run, got)
+				}
+				if s.idle() {
+					t.Fatal("idle while a job runs")
+				}
+				requeued, ended := s.finish(context.Background(), j, Result{Method: PullRep, BytesMoved: 10}, e, 0.5, DefaultCostModel())
+				last := run == len(tc.errs)-1
+				if requeued == last {
+					t.Fatalf("run %d: requeued %v", run, requeued)
+				}
+				if (ended != nil) != last || last && (ended.Jobs != 1 || ended.Predicted <= 0) {
+					t.Fatalf("run %d: ended batch %+v", run, ended)
+				}
+				if !requeued {
+					continue
+				}
+				backoff := time.Second << (j.attempt - 1)
+				if j.attempt != run+1 || !j.notBefore.Equal(now.Add(backoff)) {
+					t.Fatalf("run %d: attempt %d, not before %s", run, j.attempt, j.notBefore.Sub(now))
+				}
+				if s.pop() != nil {
+					t.Fatalf("run %d: popped before its backoff", run)
+				}
+				now = now.Add(backoff)
+			}
+			if !s.idle() || s.busy(j.ref()) {
+				t.Fatal("the job is still queued or in flight")
+			}
+			var st shardrpc.RepairStatus
+			s.status(&st, DefaultCostModel())
+			got := st.Repair
+			if got.Done != tc.want.Done || got.Failed != tc.want.Failed || got.Queued != 0 || got.Running != 0 {
+				t.Fatalf("counts %+v, want %+v", got, tc.want)
+			}
+			if st.Last == nil || st.Batch != nil || len(st.Recent) != len(tc.errs) {
+				t.Fatalf("status: batch %+v, last %+v, %d recent", st.Batch, st.Last, len(st.Recent))
+			}
+			if !s.add(j, 1) {
+				t.Fatal("a job over can be queued again")
+			}
+		})
+	}
+}
+
+// Services and the status run concurrently without deadlock or data race
+// (go test -race): jobs added, popped and finished while the status is
+// read and host peers reported.
+func TestSchedulerConcurrent(t *testing.T) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScheduler(DefaultConfig(), time.Now, m)
+	const n = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			s.add(&job{bucket: "b", key: fmt.Sprint(i)}, 0.5)
+		}
+	}()
+	finished := 0
+	for finished < n {
+		j := s.pop()
+		if j == nil {
+			var st shardrpc.RepairStatus
+			s.status(&st, DefaultCostModel())
+			s.notePeers(map[string]float64{"n1": 1})
+			continue
+		}
+		s.finish(context.Background(), j, Result{}, nil, 0, DefaultCostModel())
+		finished++
+	}
+	<-done
+	var st shardrpc.RepairStatus
+	s.status(&st, DefaultCostModel())
+	if st.Repair.Done != n || !s.idle() {
+		t.Fatalf("done %d of %d, idle %v", st.Repair.Done, n, s.idle())
+	}
+}
