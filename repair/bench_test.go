@@ -26,16 +26,20 @@ func BenchmarkPlanClay2(b *testing.B) {
 	in := func(c codec.Code) PlanInput {
 		return PlanInput{Group: groupOf(c), Lost: []int{3, 7}, Nodes: nodes, Model: DefaultCostModel()}
 	}
+	plan := func(b *testing.B, get func() (codec.Code, error)) {
+		c, err := get()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Plan(in(c)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	run := func(b *testing.B, get func() (codec.Code, error)) {
+		plan(b, get) // NB: the cache's first plan is not steady state
 		m := startMeter()
 		for b.Loop() {
-			c, err := get()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := Plan(in(c)); err != nil {
-				b.Fatal(err)
-			}
+			plan(b, get)
 		}
 		b.ReportMetric(m.seconds()*1e9/float64(b.N), "cpu-ns/op")
 	}
@@ -60,14 +64,20 @@ func BenchmarkEnqueuePop(b *testing.B) {
 			f.local = &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 1, Writer: "w"},
 				Code: "clay-10-4", ChunkSize: 1 << 20, Placement: pl, Size: 64 << 20,
 				Parts: []metadata.Part{{Number: 1, ID: "f1", Size: 64 << 20, ShardCRC: make([]uint32, 14)}}}
-			m := startMeter()
+			var cpu float64
 			for b.Loop() {
+				b.StopTimer()
 				cfg := DefaultConfig()
 				cfg.NodeID = "n0"
 				w, err := New(cfg, f, f, shardAPI{f}, Options{})
 				if err != nil {
 					b.Fatal(err)
 				}
+				// NB: the code's first plan for the failure set (a long
+				// lived worker has it) is not what a job costs.
+				w.estimate(&job{bucket: "b", key: "warm", lost: []int{3, 7}})
+				b.StartTimer()
+				m := startMeter()
 				for i := range n {
 					w.enqueue(&job{bucket: "b", key: fmt.Sprint(i), lost: []int{3, 7}, prio: 2 + i%2})
 				}
@@ -76,8 +86,9 @@ func BenchmarkEnqueuePop(b *testing.B) {
 						b.Fatal("queue ran dry")
 					}
 				}
+				cpu += m.seconds()
 			}
-			b.ReportMetric(m.seconds()*1e9/float64(b.N*n), "cpu-ns/job")
+			b.ReportMetric(cpu*1e9/float64(b.N*n), "cpu-ns/job")
 		})
 	}
 }

@@ -64,6 +64,7 @@ func BenchmarkJobQueue(b *testing.B) {
 	now := time.Unix(1000, 0)
 	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := startMeter()
 			for b.Loop() {
 				var q jobQueue
 				for i := range n {
@@ -72,6 +73,7 @@ func BenchmarkJobQueue(b *testing.B) {
 				for q.pop(now) != nil {
 				}
 			}
+			b.ReportMetric(m.seconds()*1e9/float64(b.N*n), "cpu-ns/job")
 		})
 	}
 }
