@@ -67,12 +67,7 @@ func BenchmarkEnqueuePop(b *testing.B) {
 			var cpu float64
 			for b.Loop() {
 				b.StopTimer()
-				cfg := DefaultConfig()
-				cfg.NodeID = "n0"
-				w, err := New(cfg, f, f, shardAPI{f}, Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
+				w := newTestWorker(b, f, "n0")
 				// NB: the code's first plan for the failure set (a long
 				// lived worker has it) is not what a job costs.
 				w.estimate(&job{bucket: "b", key: "warm", lost: []int{3, 7}})

@@ -98,7 +98,7 @@ func newFakeCluster(n int) *fakeCluster {
 	return f
 }
 
-func newTestWorker(t *testing.T, f *fakeCluster, self string) *Worker {
+func newTestWorker(t testing.TB, f *fakeCluster, self string) *Worker {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID = self
