@@ -48,6 +48,15 @@ func (q *jobQueue) pop(now time.Time) *job {
 
 func (q *jobQueue) len() int { return len(q.ready) + len(q.later) }
 
+// nextDue is when the first held-back job falls due; false when none is
+// held back.
+func (q *jobQueue) nextDue() (time.Time, bool) {
+	if len(q.later) == 0 {
+		return time.Time{}, false
+	}
+	return q.later[0].j.notBefore, true
+}
+
 // jobs returns every queued job, in no particular order (for status and
 // tests).
 func (q *jobQueue) jobs() []*job {

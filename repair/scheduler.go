@@ -102,7 +102,33 @@ func (s *scheduler) pop() *job {
 	s.counts.Running++
 	s.m.queued.Set(float64(s.counts.Queued))
 	s.m.running.Set(float64(s.counts.Running))
+	if s.queue.len() > 0 {
+		// add wakes one idle runner per job at most (wake holds one
+		// signal): pass it on, so that a burst of jobs wakes them all.
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
 	return j
+}
+
+// idlePoll is the longest an idle job runner sleeps without a signal: a
+// safety net, since add and pop signal every job (a 200 ms poll of four
+// runners on every shard server was a steady part of an idle cluster's
+// wake-ups).
+const idlePoll = 2 * time.Second
+
+// idleWait is how long a runner that found no job due may sleep: until
+// the first held-back job falls due, at most idlePoll.
+func (s *scheduler) idleWait() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	due, ok := s.queue.nextDue()
+	if !ok {
+		return idlePoll
+	}
+	return min(max(due.Sub(s.now()), time.Millisecond), idlePoll)
 }
 
 // idle reports whether no job is queued or running.

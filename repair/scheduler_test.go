@@ -125,3 +125,49 @@ func TestSchedulerConcurrent(t *testing.T) {
 		t.Fatalf("done %d of %d, idle %v", st.Repair.Done, n, s.idle())
 	}
 }
+
+// TestSchedulerWakesRunners: idle runners sleep until the first held-back
+// job is due (idlePoll at most), and a burst of jobs wakes every runner,
+// not one: pop passes the single wake signal on while jobs remain.
+func TestSchedulerWakesRunners(t *testing.T) {
+	now := time.Unix(1000, 0)
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScheduler(DefaultConfig(), func() time.Time { return now }, m)
+	if got := s.idleWait(); got != idlePoll {
+		t.Errorf("empty queue: idle wait %s, want %s", got, idlePoll)
+	}
+	held := &job{bucket: "b", key: "later", lost: []int{1}, notBefore: now.Add(300 * time.Millisecond)}
+	s.add(held, 1)
+	<-s.wake
+	if got := s.idleWait(); got != 300*time.Millisecond {
+		t.Errorf("a job due in 300ms: idle wait %s", got)
+	}
+	now = now.Add(time.Second)
+	if got := s.idleWait(); got != time.Millisecond {
+		t.Errorf("a job overdue: idle wait %s, want 1ms", got)
+	}
+	if s.pop() != held {
+		t.Fatal("the due job was not popped")
+	}
+	for i := range 3 {
+		s.add(&job{bucket: "b", key: fmt.Sprint(i), lost: []int{1}}, 1)
+	}
+	for i := range 3 {
+		select {
+		case <-s.wake:
+		default:
+			t.Fatalf("job %d queued, no runner woken", i)
+		}
+		if s.pop() == nil {
+			t.Fatalf("woken for job %d, none due", i)
+		}
+	}
+	select {
+	case <-s.wake:
+		t.Error("a wake signal left with nothing queued")
+	default:
+	}
+}

@@ -455,7 +455,7 @@ func (w *Worker) runJobs(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-w.sched.wake:
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(w.sched.idleWait()):
 			}
 			continue
 		}
