@@ -133,9 +133,9 @@ func TestNoFoundThroughSilence(t *testing.T) {
 			case i < tc.silent:
 				v.fail(nil)
 			case i < 7:
-				v.add(l, id, nil) // answers: holds no version
+				v.add(l, id, nil, false) // answers: holds no version
 			default:
-				v.add(l, id, []*metadata.Manifest{v1})
+				v.add(l, id, []*metadata.Manifest{v1}, false)
 			}
 		}
 		m, got := l.decide(v, first)

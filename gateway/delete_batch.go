@@ -16,8 +16,8 @@ import (
 )
 
 // deleteKeys deletes keys of bucket, as DeleteObjects asks, with the rules
-// of deleteKey but batched: one lookup call and one tombstone call per
-// shard server for every MaxBatch keys, instead of one of each per key
+// of deleteKey but batched: one or two lookup calls and one tombstone call
+// per shard server for every MaxBatch keys, instead of one of each per key
 // and server. A key whose answers do not decide (servers down, a lease
 // held, a placement moved past the first servers) goes through deleteKey
 // on its own. errs[i] is keys[i]'s outcome.
@@ -34,59 +34,59 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 	_, addrs := l.liveShards()
 	width := max(l.maxN, 1)
 
-	// Look every key up on the first servers of its order.
+	// Look every key up on the first servers of its order: meetAll live
+	// ones first, which decide a key whose current version every one of
+	// them names and one marks committed (see lookup), then the rest of
+	// the first maxN for the keys they leave undecided.
 	firsts := make([][]string, len(keys))
+	later := make([][]string, len(keys))
 	votes := make([]*manifestVote, len(keys))
 	byServer := map[string][]int{}
 	for i, key := range keys {
 		order := placement.Order(placementKey(bucket, key), ids)
 		firsts[i] = order[:min(len(order), width)]
 		votes[i] = newVote()
+		asked := 0
 		for _, id := range firsts[i] {
-			if _, live := addrs[id]; !live {
+			_, live := addrs[id]
+			switch {
+			case !live:
 				votes[i].fail(nil)
-				continue
+			case asked < l.meetAll(len(firsts[i])):
+				byServer[id] = append(byServer[id], i)
+				asked++
+			default:
+				later[i] = append(later[i], id)
 			}
-			byServer[id] = append(byServer[id], i)
 		}
 	}
-	var mu sync.Mutex
-	var eg errgroup.Group
-	eg.SetLimit(32)
-	for id, idx := range byServer {
-		for chunk := range slices.Chunk(idx, shardrpc.MaxBatch) {
-			eg.Go(func() error {
-				names := make([]string, len(chunk))
-				for j, i := range chunk {
-					names[j] = keys[i]
-				}
-				res, err := l.shards.GetManifestVersionsBatch(ctx, addrs[id], bucket, names)
-				mu.Lock()
-				defer mu.Unlock()
-				for j, i := range chunk {
-					switch {
-					case err != nil:
-						votes[i].fail(err)
-					case res[j].Err != "":
-						votes[i].fail(fmt.Errorf("node %s: %s", id, res[j].Err))
-					case res[j].Current == nil:
-						votes[i].add(l, id, nil)
-					default:
-						votes[i].add(l, id, append([]*metadata.Manifest{res[j].Current}, res[j].Previous...))
-					}
-				}
-				return nil
-			})
+	l.lookupBatch(ctx, bucket, keys, byServer, addrs, votes)
+	verdicts := make([]verdict, len(keys))
+	found := make([]*metadata.Manifest, len(keys))
+	byServer = map[string][]int{}
+	for i := range keys {
+		found[i], verdicts[i] = l.decide(votes[i], firsts[i])
+		if verdicts[i] == verdictUnsure {
+			for _, id := range later[i] {
+				byServer[id] = append(byServer[id], i)
+			}
 		}
 	}
-	eg.Wait()
+	if len(byServer) > 0 {
+		l.lookupBatch(ctx, bucket, keys, byServer, addrs, votes)
+		for i := range keys {
+			if verdicts[i] == verdictUnsure {
+				found[i], verdicts[i] = l.decide(votes[i], firsts[i])
+			}
+		}
+	}
 
-	// Decide; tombstones for the keys that hold an object.
+	// Tombstones for the keys that hold an object.
 	var slow []int
 	var tombs []*metadata.Manifest
 	var tombKey []int
 	for i := range keys {
-		m, verdict := l.decide(votes[i], firsts[i])
+		m, verdict := found[i], verdicts[i]
 		switch {
 		case verdict == verdictAbsent, verdict == verdictFound && m.Deleted:
 		case verdict == verdictFound:
@@ -98,6 +98,9 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 	}
 
 	// Write the tombstones, batched per server of their placements.
+	var mu sync.Mutex
+	var eg errgroup.Group
+	eg.SetLimit(32)
 	tctx, cancel := g.opContext()
 	defer cancel()
 	stored := make([][]string, len(tombs)) // addresses that stored each
@@ -146,7 +149,7 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 		quorum := l.writeQuorum(m)
 		if len(stored[t]) >= quorum {
 			if l.notify != nil {
-				l.notify.committed(m, stored[t])
+				l.notify.committed(m, stored[t], true)
 			}
 			continue
 		}
@@ -186,6 +189,42 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 	return errs
 }
 
+// lookupBatch asks each server of byServer for the versions of the keys
+// it lists (indexes into keys), MaxBatch keys a call, and counts the
+// answers into votes.
+func (l *layer) lookupBatch(ctx context.Context, bucket string, keys []string, byServer map[string][]int, addrs map[string]string, votes []*manifestVote) {
+	var mu sync.Mutex
+	var eg errgroup.Group
+	eg.SetLimit(32)
+	for id, idx := range byServer {
+		for chunk := range slices.Chunk(idx, shardrpc.MaxBatch) {
+			eg.Go(func() error {
+				names := make([]string, len(chunk))
+				for j, i := range chunk {
+					names[j] = keys[i]
+				}
+				res, err := l.shards.GetManifestVersionsBatch(ctx, addrs[id], bucket, names)
+				mu.Lock()
+				defer mu.Unlock()
+				for j, i := range chunk {
+					switch {
+					case err != nil:
+						votes[i].fail(err)
+					case res[j].Err != "":
+						votes[i].fail(fmt.Errorf("node %s: %s", id, res[j].Err))
+					case res[j].Current == nil:
+						votes[i].add(l, id, nil, false)
+					default:
+						votes[i].add(l, id, append([]*metadata.Manifest{res[j].Current}, res[j].Previous...), res[j].Committed)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	eg.Wait()
+}
+
 // completeTombstone sends tombstone m, which the servers in stored hold,
 // to the other live servers of its placement one by one until quorum hold
 // it. Short of quorum it is taken back below k (as storeManifest does) and
@@ -202,7 +241,7 @@ func (l *layer) completeTombstone(ctx context.Context, m *metadata.Manifest, sto
 	all := append(slices.Clone(stored), more...)
 	if len(all) >= quorum {
 		if l.notify != nil {
-			l.notify.committed(m, all)
+			l.notify.committed(m, all, true)
 		}
 		return nil
 	}

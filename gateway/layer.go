@@ -31,7 +31,7 @@ type ShardAPI interface {
 	DeleteVersion(ctx context.Context, addr, bucket, key, id, lease string, bypass bool) (int, error)
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
 	GetManifestVersions(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
-	GetManifestHeads(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error)
+	LookupVersions(ctx context.Context, addr, bucket, key string, inline bool) (shardrpc.ManifestVersionsResponse, error)
 	List(ctx context.Context, addr string, q metadata.ListQuery) ([]metadata.ListEntry, bool, error)
 	PutBucket(ctx context.Context, addr string, b *metadata.Bucket) error
 	PutBucketFenced(ctx context.Context, addr string, b *metadata.Bucket, lease string) error
@@ -79,9 +79,12 @@ type layer struct {
 	log    *slog.Logger
 	clock  clock
 
-	// notify tells servers which replacing writes reached a quorum; nil
-	// in tests that need no notices.
+	// notify tells servers which writes reached a quorum; nil in tests
+	// that need no notices.
 	notify *notifier
+	// lookups batches the lookups of concurrent requests per server; nil
+	// sends each alone.
+	lookups *lookups
 
 	codes codec.Cache
 	// maxN is the widest stripe among configured codes: the first batch of
@@ -170,6 +173,13 @@ type manifestVote struct {
 	errs        []error
 	// keep, when set, selects the versions counted (lookupWhere).
 	keep func(*metadata.Manifest) bool
+
+	// agreed is the current version every answer so far named, unless
+	// split: an answer named another one, or none. marked: an answer
+	// carried the committed mark of its current version. See decide.
+	agreed *metadata.Manifest
+	split  bool
+	marked bool
 }
 
 // readManifest returns the newest manifest of bucket/key that every
@@ -199,16 +209,18 @@ func (l *layer) readHead(ctx context.Context, bucket, key string) (*metadata.Man
 // lookup is readManifest; inline asks for a small object's data, which
 // one server sends (the first of the order, or a holder asked afterwards).
 //
-// The first round asks firstAsk live servers of the key's first maxN,
-// not all maxN: when they all answer, the rest cannot change the verdict.
-// A version found needs k votes; one that may be visible has k holders
-// within the first maxN, and firstAsk >= maxN-minK+1 of them meet every
-// such set, so it is seen and weighed (decide); absence needs fewer than
-// minK silent, which the unasked are. A healthy key costs 6 calls instead
-// of 9 with rs-6-3; the rest of the first maxN are asked only when the
-// first answers do not decide (servers down, a write in flight), and then
-// small batches further along the order (placements shifted by failures
-// and repairs).
+// The first round asks maxN-minK+1 live servers of the key's first maxN
+// (meetAll), not all maxN: a version that may be visible has k holders
+// within the first maxN, and that many meet every such set, so it is seen
+// and weighed (decide); absence needs fewer than minK silent, which the
+// unasked are. When they all name the same current version and one
+// marks it committed, that is the answer (decide's first rule): a healthy
+// key written through a gateway of this version costs 4 calls instead of
+// 9 with rs-6-3. Otherwise a version found needs k votes, and the next
+// round asks as many more as that takes (firstAsk: 6 in all); the rest of
+// the first maxN are asked only when those answers do not decide either
+// (servers down, a write in flight), and then small batches further along
+// the order (placements shifted by failures and repairs).
 func (l *layer) lookup(ctx context.Context, bucket, key string, inline bool) (*metadata.Manifest, error) {
 	m, err := l.lookupWhere(ctx, bucket, key, inline, nil)
 	if _, ok := err.(*deleteMarkerError); ok {
@@ -227,15 +239,19 @@ func (l *layer) lookupWhere(ctx context.Context, bucket, key string, inline bool
 	v.keep = keep
 	first := order[:min(len(order), max(l.maxN, 1))]
 	var batches [][]string
-	var ask, rest []string
+	var ask, more, rest []string
 	for _, id := range first {
-		if _, live := addrs[id]; live && len(ask) < l.firstAsk(len(first)) {
+		_, live := addrs[id]
+		switch {
+		case live && len(ask) < l.meetAll(len(first)):
 			ask = append(ask, id)
-		} else {
+		case live && len(ask)+len(more) < l.firstAsk(len(first)):
+			more = append(more, id)
+		default:
 			rest = append(rest, id)
 		}
 	}
-	batches = append(batches, ask, rest)
+	batches = append(batches, ask, more, rest)
 	for after := order[len(first):]; len(after) > 0; after = after[min(len(after), 3):] {
 		batches = append(batches, after[:min(len(after), 3)])
 	}
@@ -271,12 +287,18 @@ func (l *layer) lookupWhere(ctx context.Context, bucket, key string, inline bool
 	return nil, err
 }
 
+// meetAll is how many of a key's first width servers a lookup asks in
+// its first round: enough to meet any k holders of a visible version
+// and to prove absence (width-minK+1).
+func (l *layer) meetAll(width int) int {
+	return max(width-l.minK+1, 1)
+}
+
 // firstAsk is how many of a key's first width servers a lookup asks in
-// its first round: enough to read a version of any code (maxK), and to
-// meet any k holders of a visible version and prove absence
-// (width-minK+1).
+// its first two rounds: meetAll, and enough to read a version of any
+// code by k votes (maxK).
 func (l *layer) firstAsk(width int) int {
-	return max(l.maxK, width-l.minK+1, 1)
+	return max(l.maxK, l.meetAll(width))
 }
 
 // manifestOrder is the key's rendezvous order over every known shard
@@ -306,10 +328,20 @@ func newVote() *manifestVote {
 		answered: map[string]bool{}, holders: map[metadata.Version][]string{}}
 }
 
-// add counts one server's answer: the versions it holds (none: it holds
-// no version of the key).
-func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest) {
+// add counts one server's answer: the versions it holds, current first
+// (none: it holds no version of the key), and whether the current one
+// carries the committed mark.
+func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest, committed bool) {
 	v.answered[id] = true
+	switch {
+	case len(versions) == 0:
+		v.split = true
+	case v.agreed == nil && len(v.answered) == 1:
+		v.agreed = versions[0]
+	case v.agreed == nil || v.agreed.Version != versions[0].Version:
+		v.split = true
+	}
+	v.marked = v.marked || (committed && len(versions) > 0)
 	for _, m := range versions {
 		l.clock.observe(m.Version)
 		if v.keep != nil && !v.keep(m) {
@@ -325,6 +357,7 @@ func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest) {
 
 // fail counts a server that did not answer.
 func (v *manifestVote) fail(err error) {
+	v.split = true
 	v.unreachable++
 	if err != nil {
 		v.errs = append(v.errs, err)
@@ -365,20 +398,22 @@ func (l *layer) askManifests(ctx context.Context, nodes []string, addrs map[stri
 			continue
 		}
 		g.Go(func() error {
-			get := l.shards.GetManifestHeads
-			if id == full {
-				get = l.shards.GetManifestVersions
+			var res shardrpc.ManifestVersionsResponse
+			var err error
+			if id != full && l.lookups != nil {
+				res, err = l.lookups.lookup(ctx, addr, bucket, key)
+			} else {
+				res, err = l.shards.LookupVersions(ctx, addr, bucket, key, id == full)
 			}
-			cur, prev, err := get(ctx, addr, bucket, key)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, shardrpc.ErrNotFound):
-				v.add(l, id, nil)
+				v.add(l, id, nil, false)
 			case err != nil:
 				v.fail(err)
 			default:
-				v.add(l, id, append([]*metadata.Manifest{cur}, prev...))
+				v.add(l, id, append([]*metadata.Manifest{res.Current}, res.Previous...), res.Committed)
 			}
 			return nil
 		})
@@ -410,6 +445,9 @@ const (
 // placement that did not answer reach k; below that it is a failed write
 // or one still in flight, which is ordered after this read.
 //
+//   - found, marked: every server asked answered and named the same
+//     current version, one of them with its committed mark, and fewer
+//     than minK of first did not answer (see below);
 //   - found: the newest readable version (>= k votes) when no newer
 //     version may be visible, and fewer than minK of first did not
 //     answer (as for absent: a newer version whose holders are all
@@ -418,7 +456,32 @@ const (
 //     first did not answer, so any k servers of a placement within first
 //     include one that answered;
 //   - unsure otherwise.
+//
+// Why the mark stands in for k votes. A version V is marked only on
+// servers a gateway saw store it as part of a write quorum, so V is
+// visible and nothing takes it back but a newer version or the removal of
+// V by ID (a versioned DeleteVersion). With fewer than minK of first
+// silent, the servers that answered meet every k of a placement within
+// first: every version acknowledged before this read began, every newer
+// visible one, and every removal of V acknowledged (it reached a write
+// quorum of V's holders) had a server among them, which would name the
+// newer version or lack V. None did: all named V as their current
+// version. So V is the newest visible version, as the k-vote rule would
+// find with more answers. Lookups of one version (keep) do not use it.
 func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, verdict) {
+	// A version no answering server names is not weighed below: when
+	// minK or more of first are silent, the holders of a newer visible
+	// version may all be among them, so neither the older version found
+	// nor absence is proven.
+	silent := 0
+	for _, id := range first {
+		if !v.answered[id] {
+			silent++
+		}
+	}
+	if v.keep == nil && v.marked && !v.split && v.agreed != nil && silent < l.minK {
+		return v.byVersion[v.agreed.Version], verdictFound
+	}
 	var best *metadata.Manifest
 	for ver, m := range v.byVersion {
 		if v.votes[ver] < l.readQuorum(m) {
@@ -440,16 +503,6 @@ func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, ver
 		}
 		if possible >= l.readQuorum(m) {
 			return nil, verdictUnsure
-		}
-	}
-	// A version no answering server names is not weighed above: when
-	// minK or more of first are silent, the holders of a newer visible
-	// version may all be among them, so neither the older version found
-	// nor absence is proven.
-	silent := 0
-	for _, id := range first {
-		if !v.answered[id] {
-			silent++
 		}
 	}
 	switch {
@@ -497,9 +550,10 @@ func (l *layer) writeQuorum(m *metadata.Manifest) int {
 // holder of the key's lease the writer holds, or shardrpc.NoLease:
 // servers refuse the write while someone else holds the key's lease.
 //
-// Once m is on a quorum, the servers where it replaced a version (an
-// overwrite, a tombstone) are told (notifier), so that their confirm jobs
-// need not ask their peers.
+// Once m is on a quorum, the servers that stored it are told (notifier):
+// they mark it committed, which lets lookups answer from fewer servers
+// (decide), and where it replaced a version (an overwrite, a tombstone)
+// their confirm jobs need not ask their peers.
 func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) error {
 	_, err := l.storeManifest(ctx, m, nodes, quorum, lease)
 	return err
@@ -508,8 +562,10 @@ func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 // storeManifest is writeManifest; it returns the addresses that stored m.
 func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) ([]string, error) {
 	stored, replaced, errs := l.putOnLive(ctx, m, nodes, lease)
-	if ok := len(stored); ok >= quorum && len(replaced) > 0 && l.notify != nil {
-		l.notify.committed(m, replaced)
+	if ok := len(stored); ok >= quorum && ok > l.readQuorum(m) && l.notify != nil {
+		// NB: the notice vouches for a write quorum (k+1): the mark is
+		// what lets a lookup trust m from fewer than k answers (decide).
+		l.notify.committed(m, stored, len(replaced) > 0)
 	}
 	if ok := len(stored); ok < quorum {
 		// Taken back only while no read can have returned it (readers

@@ -29,6 +29,12 @@ type fakeManifests struct {
 	refuse map[string]bool
 	calls  int
 	puts   int // manifest writes (calls counts lookups too)
+	// notices counts committed notices (not in calls).
+	notices int
+	// batches counts batched lookups (also in calls).
+	batches int
+	// lookupGate, when set, holds every single lookup until it is closed.
+	lookupGate chan struct{}
 	// refuseBatch makes these servers fail batched manifest writes only
 	// (a batch call that timed out).
 	refuseBatch map[string]bool
@@ -38,6 +44,9 @@ type fakeManifests struct {
 	// batchDelay is how long every batched call takes (a loaded server);
 	// a call whose context ends first fails.
 	batchDelay time.Duration
+	// marks holds the committed mark of each server's current versions:
+	// addr -> bucket/key -> the version marked (metadata.Store.MarkCommitted).
+	marks map[string]map[string]metadata.Version
 }
 
 // slowBatch waits batchDelay, or fails when ctx ends first.
@@ -65,7 +74,40 @@ func (f *fakeManifests) racePut() {
 }
 
 func newFakeManifests() *fakeManifests {
-	return &fakeManifests{held: map[string]map[string][]*metadata.Manifest{}, down: map[string]bool{}}
+	return &fakeManifests{held: map[string]map[string][]*metadata.Manifest{}, down: map[string]bool{},
+		marks: map[string]map[string]metadata.Version{}}
+}
+
+// mark marks version v of bucket/key committed on addr if it is current
+// there, as a committed notice does.
+func (f *fakeManifests) mark(addr, bucket, key string, v metadata.Version) {
+	if vs := f.versions(addr, bucket, key); len(vs) == 0 || vs[0].Version != v {
+		return
+	}
+	if f.marks[addr] == nil {
+		f.marks[addr] = map[string]metadata.Version{}
+	}
+	f.marks[addr][bucket+"/"+key] = v
+}
+
+// marked reports whether addr's current version of bucket/key is marked.
+func (f *fakeManifests) marked(addr, bucket, key string) bool {
+	vs := f.versions(addr, bucket, key)
+	v, ok := f.marks[addr][bucket+"/"+key]
+	return ok && len(vs) > 0 && vs[0].Version == v
+}
+
+func (f *fakeManifests) Committed(_ context.Context, addr string, refs []shardrpc.VersionRef) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notices++
+	if f.down[addr] {
+		return fmt.Errorf("%s down", addr)
+	}
+	for _, r := range refs {
+		f.mark(addr, r.Bucket, r.Key, r.Version)
+	}
+	return nil
 }
 
 func (f *fakeManifests) store(addr string, m *metadata.Manifest) {
@@ -106,17 +148,26 @@ func (f *fakeManifests) GetManifestVersions(_ context.Context, addr, bucket, key
 	return vs[0], vs[1:], nil
 }
 
-func (f *fakeManifests) GetManifestHeads(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, []*metadata.Manifest, error) {
+func (f *fakeManifests) LookupVersions(ctx context.Context, addr, bucket, key string, inline bool) (shardrpc.ManifestVersionsResponse, error) {
+	if f.lookupGate != nil {
+		<-f.lookupGate
+	}
 	cur, prev, err := f.GetManifestVersions(ctx, addr, bucket, key)
 	if err != nil {
-		return nil, nil, err
+		return shardrpc.ManifestVersionsResponse{}, err
+	}
+	f.mu.Lock()
+	committed := f.marked(addr, bucket, key)
+	f.mu.Unlock()
+	if inline {
+		return shardrpc.ManifestVersionsResponse{Current: cur, Previous: prev, Committed: committed}, nil
 	}
 	strip := func(m *metadata.Manifest) *metadata.Manifest { c := *m; c.Inline = nil; return &c }
 	out := make([]*metadata.Manifest, len(prev))
 	for i, p := range prev {
 		out[i] = strip(p)
 	}
-	return strip(cur), out, nil
+	return shardrpc.ManifestVersionsResponse{Current: strip(cur), Previous: out, Committed: committed}, nil
 }
 
 func (f *fakeManifests) GetManifestVersionsBatch(ctx context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error) {
@@ -126,13 +177,14 @@ func (f *fakeManifests) GetManifestVersionsBatch(ctx context.Context, addr, buck
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	f.batches++
 	if f.down[addr] {
 		return nil, fmt.Errorf("%s down", addr)
 	}
 	out := make([]shardrpc.KeyVersions, len(keys))
 	for i, k := range keys {
 		if vs := f.versions(addr, bucket, k); len(vs) > 0 {
-			out[i] = shardrpc.KeyVersions{Current: vs[0], Previous: vs[1:]}
+			out[i] = shardrpc.KeyVersions{Current: vs[0], Previous: vs[1:], Committed: f.marked(addr, bucket, k)}
 		}
 	}
 	return out, nil
@@ -289,35 +341,55 @@ func putFake(g *Gateway, f *fakeManifests, bucket, key string, skip ...int) *met
 	return m
 }
 
+// markFake marks m committed on every server where it is current, as the
+// notices of the gateway that wrote it do.
+func markFake(f *fakeManifests, m *metadata.Manifest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for addr := range f.held {
+		f.mark(addr, m.Bucket, m.Key, m.Version)
+	}
+}
+
 // TestDeleteKeysBatched: DeleteObjects' batched path deletes every key
-// with one lookup and one tombstone call per server, survives m servers
-// down, and fails (never a false success) the keys it cannot prove.
+// with one lookup and one tombstone call per server (a second lookup for
+// keys whose versions are not marked committed), survives m servers down,
+// and fails (never a false success) the keys it cannot prove.
 func TestDeleteKeysBatched(t *testing.T) {
 	ctx := context.Background()
-	t.Run("healthy", func(t *testing.T) {
-		g, f, _ := fakeCluster(t, 12)
-		var keys []string
-		for i := range 300 {
-			k := fmt.Sprintf("k%03d", i)
-			putFake(g, f, "b", k)
-			keys = append(keys, k)
-		}
-		keys = append(keys, "never-written")
-		f.calls = 0
-		for i, err := range g.deleteKeys(ctx, "b", keys) {
-			if err != nil {
-				t.Fatalf("%s: %v", keys[i], err)
+	for _, tc := range []struct {
+		name     string
+		marked   bool
+		maxCalls int // on 12 servers
+	}{{"healthy", true, 24}, {"healthy, not marked", false, 36}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, f, _ := fakeCluster(t, 12)
+			var keys []string
+			for i := range 300 {
+				k := fmt.Sprintf("k%03d", i)
+				m := putFake(g, f, "b", k)
+				if tc.marked {
+					markFake(f, m)
+				}
+				keys = append(keys, k)
 			}
-		}
-		if f.calls > 24 {
-			t.Errorf("%d calls for %d keys on 12 servers, want at most 2 per server", f.calls, len(keys))
-		}
-		for _, k := range keys {
-			if _, err := g.layer.readManifest(ctx, "b", k); err != errNotFound {
-				t.Errorf("%s after delete: %v, want not found", k, err)
+			keys = append(keys, "never-written")
+			f.calls = 0
+			for i, err := range g.deleteKeys(ctx, "b", keys) {
+				if err != nil {
+					t.Fatalf("%s: %v", keys[i], err)
+				}
 			}
-		}
-	})
+			if f.calls > tc.maxCalls {
+				t.Errorf("%d calls for %d keys on 12 servers, want at most %d", f.calls, len(keys), tc.maxCalls)
+			}
+			for _, k := range keys {
+				if _, err := g.layer.readManifest(ctx, "b", k); err != errNotFound {
+					t.Errorf("%s after delete: %v, want not found", k, err)
+				}
+			}
+		})
+	}
 	t.Run("two servers down", func(t *testing.T) {
 		g, f, kill := fakeCluster(t, 12)
 		putFake(g, f, "b", "k")
@@ -677,39 +749,49 @@ func TestStaleWriteProbesWhenServersAreDown(t *testing.T) {
 	}
 }
 
-// TestLookupAsksK: a healthy key's lookup asks k servers (6 with rs-6-3),
-// not n, also when a server of the first k is known dead; it asks the
-// rest when the first answers do not decide, and never returns an older
-// version while a newer one held by k servers sits mostly among the
-// unasked.
+// TestLookupAsksK: a healthy key's lookup asks maxN-minK+1 servers (4
+// with rs-6-3) when its version is marked committed, k (6) when not, and
+// 4 to prove a key absent, not n, also when a server of the first ones is
+// known dead; it asks the rest when the first answers do not decide, and
+// never returns an older version while a newer one held by k servers
+// sits mostly among the unasked.
 func TestLookupAsksK(t *testing.T) {
 	ctx := context.Background()
-	t.Run("healthy", func(t *testing.T) {
-		g, f, kill := fakeCluster(t, 12)
-		putFake(g, f, "b", "k")
-		for _, dead := range [][]int{nil, {0}} {
-			order, _ := g.layer.manifestOrder("b", "k")
-			var ids []int
-			for _, d := range dead {
-				ids = append(ids, idx(order[d]))
+	for _, tc := range []struct {
+		name   string
+		marked bool
+		calls  int
+	}{{"healthy", false, 6}, {"healthy, marked", true, 4}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, f, kill := fakeCluster(t, 12)
+			m := putFake(g, f, "b", "k")
+			if tc.marked {
+				markFake(f, m)
 			}
-			kill(ids...)
+			for _, dead := range [][]int{nil, {0}} {
+				order, _ := g.layer.manifestOrder("b", "k")
+				var ids []int
+				for _, d := range dead {
+					ids = append(ids, idx(order[d]))
+				}
+				kill(ids...)
+				f.calls = 0
+				if got, err := g.layer.readHead(ctx, "b", "k"); err != nil || got == nil || got.Version != m.Version {
+					t.Fatalf("dead %v: %v, %v", dead, got, err)
+				}
+				if f.calls != tc.calls {
+					t.Errorf("dead %v: %d calls, want %d", dead, f.calls, tc.calls)
+				}
+			}
 			f.calls = 0
-			if m, err := g.layer.readHead(ctx, "b", "k"); err != nil || m == nil {
-				t.Fatalf("dead %v: %v, %v", dead, m, err)
+			if _, err := g.layer.readHead(ctx, "b", "never-written"); err != errNotFound {
+				t.Fatalf("absent key: %v", err)
 			}
-			if f.calls != 6 {
-				t.Errorf("dead %v: %d calls, want 6", dead, f.calls)
+			if f.calls != 4 {
+				t.Errorf("absent key: %d calls, want 4", f.calls)
 			}
-		}
-		f.calls = 0
-		if _, err := g.layer.readHead(ctx, "b", "never-written"); err != errNotFound {
-			t.Fatalf("absent key: %v", err)
-		}
-		if f.calls != 6 {
-			t.Errorf("absent key: %d calls, want 6", f.calls)
-		}
-	})
+		})
+	}
 	t.Run("a newer version mostly among the unasked", func(t *testing.T) {
 		g, f, _ := fakeCluster(t, 12)
 		putFake(g, f, "b", "k")
@@ -733,7 +815,7 @@ func TestLookupAsksK(t *testing.T) {
 			t.Fatalf("read %v, %v", m, err)
 		}
 		if f.calls != 9 {
-			t.Errorf("%d calls, want 9 (6, then the other 3)", f.calls)
+			t.Errorf("%d calls, want 9 (4, 2, then the other 3)", f.calls)
 		}
 	})
 }

@@ -10,22 +10,32 @@ import (
 )
 
 // notifier tells shard servers which of their manifests a write quorum
-// stored (shardrpc.PathCommitted), so their confirm jobs need not ask the
-// peers. It batches notices per server, a flush every notifyEvery, and is
-// best effort: when its queue is full or it is not running (Serve not
-// called), notices are dropped and the servers ask, as they always could.
+// stored (shardrpc.PathCommitted): they mark them committed, so lookups
+// need fewer answers (decide), and their confirm jobs need not ask the
+// peers. It batches notices per server and is best effort: when its
+// queue is full or it is not running (Serve not called), notices are
+// dropped; servers then ask, and lookups count votes, as they always
+// could.
+//
+// A notice for a write that replaced a version (urgent) goes within
+// notifyEvery, before the server's confirm job may run (at once for a
+// hot key, metadata.MaxPrevious); the others, which only mark, wait up to
+// markEvery, so that a stream of small PUTs costs a few notices a second
+// per server rather than one per write.
 type notifier struct {
 	shards ShardAPI
 	queue  chan notice
 }
 
 type notice struct {
-	addr string
-	ref  shardrpc.VersionRef
+	addr   string
+	ref    shardrpc.VersionRef
+	urgent bool
 }
 
 const (
 	notifyEvery = 20 * time.Millisecond
+	markEvery   = 250 * time.Millisecond
 	notifyQueue = 1 << 14
 )
 
@@ -33,12 +43,14 @@ func newNotifier(shards ShardAPI) *notifier {
 	return &notifier{shards: shards, queue: make(chan notice, notifyQueue)}
 }
 
-// committed notes that m is stored on a write quorum, to tell addrs.
-func (n *notifier) committed(m *metadata.Manifest, addrs []string) {
+// committed notes that m is stored on a write quorum, to tell addrs (the
+// servers that stored it); urgent when it replaced a version on one of
+// them.
+func (n *notifier) committed(m *metadata.Manifest, addrs []string, urgent bool) {
 	ref := shardrpc.VersionRef{Bucket: m.Bucket, Key: m.Key, Version: m.Version}
 	for _, a := range addrs {
 		select {
-		case n.queue <- notice{addr: a, ref: ref}:
+		case n.queue <- notice{addr: a, ref: ref, urgent: urgent}:
 		default: // full: the server's confirm job asks instead
 		}
 	}
@@ -49,16 +61,19 @@ func (n *notifier) run(ctx context.Context) {
 	tick := time.NewTicker(notifyEvery)
 	defer tick.Stop()
 	pending := map[string][]shardrpc.VersionRef{}
+	urgent, last := false, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case nt := <-n.queue:
 			pending[nt.addr] = append(pending[nt.addr], nt.ref)
-		case <-tick.C:
-			if len(pending) > 0 {
+			urgent = urgent || nt.urgent
+		case now := <-tick.C:
+			if len(pending) > 0 && (urgent || now.Sub(last) >= markEvery) {
 				n.flush(ctx, pending)
 				pending = map[string][]shardrpc.VersionRef{}
+				urgent, last = false, now
 			}
 		}
 	}

@@ -179,6 +179,19 @@ func (s *Store) Close() error {
 // becomes a previous version, and an older m is kept as one, because
 // neither write is known to have reached a quorum yet.
 func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error) {
+	return s.PutManifestQueued(ctx, m, nil)
+}
+
+// PutJobs returns the jobs a manifest write's result calls for (nil:
+// none), to be queued in the write's own batch.
+type PutJobs func(PutResult) (*ConfirmJob, *TombstoneJob)
+
+// PutManifestQueued is PutManifest that also queues the jobs jobs (nil:
+// none) returns for the write's result, in the same synced batch: the
+// write and its jobs are durable together, with one sync instead of one
+// each (an overwrite or a delete costs every server of its placement a
+// confirm job).
+func (s *Store) PutManifestQueued(ctx context.Context, m *Manifest, jobs PutJobs) (PutResult, error) {
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
 	}
@@ -210,20 +223,22 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) (PutResult, error)
 	}
 	if !m.Newer(cur) {
 		kept, dropped := withPrevious(cur, prev, m)
-		if err := s.writeVersions(m.Bucket, m.Key, cur, prev, cur, kept); err != nil {
+		held := !slices.Contains(dropped, m)
+		res := PutResult{Kept: held, Held: held, Current: cur, Dropped: dropped, Previous: len(replacedOf(cur, kept))}
+		if err := s.writeVersionsQueued(m.Bucket, m.Key, cur, prev, cur, kept, res, jobs); err != nil {
 			return PutResult{}, err
 		}
-		held := !slices.Contains(dropped, m)
-		return PutResult{Kept: held, Held: held, Current: cur, Dropped: dropped, Previous: len(replacedOf(cur, kept))}, nil
+		return res, nil
 	}
 	kept, dropped := prev, []*Manifest(nil)
 	if cur != nil {
 		kept, dropped = withPrevious(m, prev, cur)
 	}
-	if err := s.writeVersions(m.Bucket, m.Key, cur, prev, m, kept); err != nil {
+	res := PutResult{Stored: true, Held: true, Current: m, Replaced: cur, Dropped: dropped, Previous: len(replacedOf(m, kept))}
+	if err := s.writeVersionsQueued(m.Bucket, m.Key, cur, prev, m, kept, res, jobs); err != nil {
 		return PutResult{}, err
 	}
-	return PutResult{Stored: true, Held: true, Current: m, Replaced: cur, Dropped: dropped, Previous: len(replacedOf(m, kept))}, nil
+	return res, nil
 }
 
 // GetManifest returns the current manifest of (bucket, key), a tombstone
@@ -236,24 +251,31 @@ func (s *Store) GetManifest(ctx context.Context, bucket, key string) (*Manifest,
 }
 
 func (s *Store) getManifest(bucket, key string) (*Manifest, error) {
+	m, _, err := s.getCurrent(bucket, key, true)
+	return m, err
+}
+
+// getCurrent returns the current manifest of (bucket, key), with its
+// inline data when inline is set, and its record's flags.
+func (s *Store) getCurrent(bucket, key string, inline bool) (*Manifest, byte, error) {
 	val, err := s.get(manifestKey(bucket, key))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	m, err := decodeManifest(val)
 	if err != nil {
-		return nil, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+		return nil, 0, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, bucket, key, err)
 	}
-	if val[1]&flagInline != 0 {
+	if inline && val[1]&flagInline != 0 {
 		inl, err := s.get(inlineKey(bucket, key))
 		if err != nil {
 			// NB: the manifest says it has inline data and it is gone; that
 			// is corruption, not absence.
-			return nil, fmt.Errorf("%w: inline data of %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+			return nil, 0, fmt.Errorf("%w: inline data of %s/%s: %w", ErrCorruptRecord, bucket, key, err)
 		}
 		m.Inline = inl
 	}
-	return m, nil
+	return m, val[1], nil
 }
 
 // PartOwners returns the objects whose current manifests reference part ID
@@ -411,7 +433,8 @@ func (s *Store) lockKey(k []byte) (unlock func()) {
 // Record values are a two-byte header then JSON:
 //
 //	[0] valueFormat (1)
-//	[1] flags: flagDeleted, flagInline
+//	[1] flags: flagDeleted, flagInline, flagPrevious (store_versions.go),
+//	    flagCommitted (store_lookup.go)
 //
 // The flags let listing skip tombstones and the inline lookup without
 // decoding JSON. Inline data lives under its own key so that listing and

@@ -87,15 +87,7 @@ func (s *Store) Versions(ctx context.Context, bucket, key string) (cur *Manifest
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	cur, err = s.getManifest(bucket, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	prev, err = s.previous(bucket, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cur, prev, nil
+	return s.versionsLocked(bucket, key)
 }
 
 // DropPrevious drops the previous versions of (bucket, key) that a
@@ -267,14 +259,20 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// versionsLocked is Versions for a caller holding the key's lock.
+// versionsLocked is Versions for a caller holding the key's lock (and
+// Versions itself: a reader needs no lock, each record being read whole).
+// Previous versions are read only when the current record says the key
+// has some (flagPrevious, which writeVersions keeps with them).
 func (s *Store) versionsLocked(bucket, key string) (*Manifest, []*Manifest, error) {
-	cur, err := s.getManifest(bucket, key)
+	cur, flags, err := s.getCurrent(bucket, key, true)
+	if err != nil || flags&flagPrevious == 0 {
+		return cur, nil, err
+	}
+	prev, err := s.previous(bucket, key)
 	if err != nil {
 		return nil, nil, err
 	}
-	prev, err := s.previous(bucket, key)
-	return cur, prev, err
+	return cur, prev, nil
 }
 
 // previous returns the previous versions of (bucket, key), newest first.
@@ -362,6 +360,12 @@ func holdsVersion(v Version, cur *Manifest, prev []*Manifest) bool {
 // data, the previous-version records, and the part index (every part of
 // every version kept). The caller holds the key's lock.
 func (s *Store) writeVersions(bucket, key string, oldCur *Manifest, oldPrev []*Manifest, newCur *Manifest, newPrev []*Manifest) error {
+	return s.writeVersionsQueued(bucket, key, oldCur, oldPrev, newCur, newPrev, PutResult{}, nil)
+}
+
+// writeVersionsQueued is writeVersions that also queues, in the same
+// batch, the jobs jobs (nil: none) returns for res.
+func (s *Store) writeVersionsQueued(bucket, key string, oldCur *Manifest, oldPrev []*Manifest, newCur *Manifest, newPrev []*Manifest, res PutResult, jobs PutJobs) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	fail := func(err error) error { return fmt.Errorf("metadata: write versions of %s/%s: %w", bucket, key, err) }
@@ -382,6 +386,9 @@ func (s *Store) writeVersions(bucket, key string, oldCur *Manifest, oldPrev []*M
 		}
 		if len(newPrev) > 0 {
 			val[1] |= flagPrevious
+		}
+		if oldCur != nil && oldCur.Version == newCur.Version {
+			val[1] |= s.committedFlag(mk)
 		}
 		if err := b.Set(mk, val, nil); err != nil {
 			return fail(err)
@@ -448,10 +455,36 @@ func (s *Store) writeVersions(bucket, key string, oldCur *Manifest, oldPrev []*M
 	if err := s.indexChange(b, oldCur, newCur); err != nil {
 		return fail(err)
 	}
+	var tombJob bool
+	if jobs != nil {
+		cj, tj := jobs(res)
+		if cj != nil {
+			val, err := json.Marshal(cj)
+			if err != nil {
+				return fail(err)
+			}
+			if err := b.Set(confirmKey(*cj), val, nil); err != nil {
+				return fail(err)
+			}
+		}
+		if tj != nil {
+			val, err := json.Marshal(tj)
+			if err != nil {
+				return fail(err)
+			}
+			if err := b.Set(tombstoneKey(*tj), val, nil); err != nil {
+				return fail(err)
+			}
+			tombJob = true
+		}
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fail(err)
 	}
 	s.mu.Lock()
+	if tombJob {
+		s.mu.stats.TombstoneJobs++
+	}
 	s.digestChange(oldCur, newCur)
 	if oldCur != newCur {
 		s.mu.stats.add(oldCur, -1, s.nodeID)

@@ -31,7 +31,7 @@ func (s *Server) getManifestVersionsBatch(w http.ResponseWriter, r *http.Request
 	}
 	out := shardrpc.VersionsBatchResponse{Keys: make([]shardrpc.KeyVersions, len(req.Keys))}
 	for i, key := range req.Keys {
-		cur, prev, err := s.meta.Versions(r.Context(), req.Bucket, key)
+		lk, err := s.meta.Lookup(r.Context(), req.Bucket, key, false)
 		switch {
 		case errors.Is(err, metadata.ErrNotFound):
 		case err != nil:
@@ -42,11 +42,10 @@ func (s *Server) getManifestVersionsBatch(w http.ResponseWriter, r *http.Request
 			out.Keys[i].Err = err.Error()
 		default:
 			// NB: batched lookups serve deletes, which need no data.
-			cur.Inline = nil
-			for _, p := range prev {
+			for _, p := range lk.Previous {
 				p.Inline = nil
 			}
-			out.Keys[i] = shardrpc.KeyVersions{Current: cur, Previous: prev}
+			out.Keys[i] = shardrpc.KeyVersions{Current: lk.Current, Previous: lk.Previous, Committed: lk.Committed}
 		}
 	}
 	shardrpc.WriteJSON(w, http.StatusOK, out)
@@ -101,10 +100,9 @@ func (s *Server) storeClientManifest(ctx context.Context, m *metadata.Manifest, 
 		return metadata.Version{}, err
 	}
 	defer done()
-	res, err := s.meta.PutManifest(ctx, m)
+	res, err := s.storeManifest(ctx, m)
 	if err != nil {
 		return metadata.Version{}, err
 	}
-	s.afterPut(ctx, res)
 	return res.Current.Version, nil
 }

@@ -10,11 +10,11 @@ import (
 )
 
 // committedSet remembers the versions gateways reported as stored on a
-// write quorum (shardrpc.PathCommitted), so that a confirm job for one of
-// them confirms it without asking the peers. It lives in memory and is
-// bounded: a version it forgot (a restart, or more notices than it holds
-// before their jobs ran) is confirmed the slow way, by asking, which is
-// always right. A notice can only confirm, never roll back, so a lost or
+// write quorum (shardrpc.PathCommitted) that replaced a version here, so
+// that a confirm job for one of them confirms it without asking the
+// peers. It lives in memory and is bounded: a version it forgot (a
+// restart, or more notices than it holds before their jobs ran) is
+// confirmed the slow way, by asking, which is always right. A notice can only confirm, never roll back, so a lost or
 // late one costs time, not safety.
 type committedSet struct {
 	mu   sync.Mutex
@@ -63,7 +63,18 @@ func (s *Server) committed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, v := range req.Versions {
-		s.notes.add(v)
+		// NB: the mark lets readers trust the version from fewer answers
+		// (docs/CONSISTENCY.md, rule 1); the note serves the confirm job,
+		// which only a key with previous versions has. A version that is
+		// no longer current here gets neither: its key moved on.
+		current, previous, err := s.meta.MarkCommitted(r.Context(), v.Bucket, v.Key, v.Version)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if current && previous {
+			s.notes.add(v)
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

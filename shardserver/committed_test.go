@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
+	"github.com/regen-s3/regen/metadata"
 )
 
 // TestCommittedNoticeConfirmsWithoutAsking: with every peer unreachable a
@@ -43,5 +44,44 @@ func TestCommittedSetIsBounded(t *testing.T) {
 	last := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: wide(int64(maxCommitted+10), "p").Version}
 	if c.take(first) || !c.take(last) || c.take(last) {
 		t.Fatal("want the oldest note evicted, the newest taken once")
+	}
+}
+
+// TestCommittedNoticeMarks: a notice marks the version committed for
+// readers when it is current here, and takes a confirm note only for a
+// key with previous versions (a fresh key's note would never be taken).
+func TestCommittedNoticeMarks(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ctx := context.Background()
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	ce.putManifest(t, v1)
+	notice := func(v *metadata.Manifest) {
+		t.Helper()
+		ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v.Version}
+		if err := ce.client.Committed(ctx, ce.addr, []shardrpc.VersionRef{ref}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := func(step string, want bool) {
+		t.Helper()
+		res, err := ce.client.LookupVersions(ctx, ce.addr, "b", "k", false)
+		if err != nil || res.Committed != want {
+			t.Fatalf("%s: committed %v (%v), want %v", step, res.Committed, err, want)
+		}
+	}
+	committed("written", false)
+	notice(v2) // not held here
+	committed("a notice of another version", false)
+	notice(v1)
+	committed("noticed", true)
+	if n := len(ce.srv.notes.set); n != 0 {
+		t.Fatalf("%d confirm notes for a key without previous versions", n)
+	}
+	ce.putManifest(t, v2)
+	committed("overwritten", false)
+	notice(v2)
+	committed("the overwrite noticed", true)
+	if n := len(ce.srv.notes.set); n != 1 {
+		t.Fatalf("%d confirm notes for an overwrite, want 1", n)
 	}
 }

@@ -158,23 +158,28 @@ func (s *Server) code(name string) (codec.Code, error) { return s.codes.Get(name
 // due after GCDelay. A failure is logged: the previous versions then stay
 // until the key's next write queues another job, which is the safe side.
 func (s *Server) enqueueConfirm(ctx context.Context, cur *metadata.Manifest) {
-	s.enqueueConfirmAfter(ctx, cur, s.cfg.GCDelay)
-}
-
-// enqueueConfirmAfter queues a confirm job for the current version of a
-// key, due after delay.
-func (s *Server) enqueueConfirmAfter(ctx context.Context, cur *metadata.Manifest, delay time.Duration) {
-	now := s.now()
-	j := metadata.ConfirmJob{Bucket: cur.Bucket, Key: cur.Key, Version: cur.Version, Since: now, Due: now.Add(delay)}
-	if err := s.meta.EnqueueConfirm(ctx, j); err != nil {
+	j := s.confirmJob(cur, s.cfg.GCDelay)
+	if err := s.meta.EnqueueConfirm(ctx, *j); err != nil {
 		s.log.Error("enqueue confirm", "bucket", cur.Bucket, "key", cur.Key, "err", err)
 		return
 	}
-	if delay <= 0 {
-		select {
-		case s.confirmNow <- struct{}{}:
-		default: // a run is already due; it takes this job too
-		}
+	if s.cfg.GCDelay <= 0 {
+		s.wakeConfirms()
+	}
+}
+
+// confirmJob is the confirm job for the current version cur of a key,
+// due after delay.
+func (s *Server) confirmJob(cur *metadata.Manifest, delay time.Duration) *metadata.ConfirmJob {
+	now := s.now()
+	return &metadata.ConfirmJob{Bucket: cur.Bucket, Key: cur.Key, Version: cur.Version, Since: now, Due: now.Add(delay)}
+}
+
+// wakeConfirms runs the confirm queue soon, for a job queued due now.
+func (s *Server) wakeConfirms() {
+	select {
+	case s.confirmNow <- struct{}{}:
+	default: // a run is already due; it takes this job too
 	}
 }
 

@@ -49,30 +49,59 @@ func garbage(old, cur *metadata.Manifest, node string) []shardRef {
 	return out
 }
 
-// afterPut queues what a manifest write calls for. Nothing becomes garbage
-// on the spot: a replaced version, or an older one that lost a race, is kept
-// as a previous version until a confirm job has checked that the current
-// version is held by a write quorum (see confirm.go). Only versions pushed
-// out by metadata.MaxPreviousKept are collected directly, after GCDelay.
-// A key with metadata.MaxPrevious previous versions is confirmed at once
-// as well (a hot key's replaced versions go every few writes, not after
-// a GC delay's worth of them). Failures are logged, not returned: the
-// manifest is stored, and kept versions are only ever too many, never too
-// few.
-func (s *Server) afterPut(ctx context.Context, res metadata.PutResult) {
+// storeManifest stores m with the jobs its result calls for queued in the
+// same batch (putJobs), then does the rest (afterPut).
+func (s *Server) storeManifest(ctx context.Context, m *metadata.Manifest) (metadata.PutResult, error) {
+	var confirm *metadata.ConfirmJob
+	res, err := s.meta.PutManifestQueued(ctx, m, func(res metadata.PutResult) (*metadata.ConfirmJob, *metadata.TombstoneJob) {
+		cj, tj := s.putJobs(res)
+		confirm = cj
+		return cj, tj
+	})
+	if err != nil {
+		return res, err
+	}
+	if confirm != nil && !confirm.Due.After(confirm.Since) {
+		s.wakeConfirms()
+	}
+	// NB: the manifest is stored; its follow-up work is done even if the
+	// client has gone away meanwhile.
+	s.afterPut(context.WithoutCancel(ctx), res)
+	return res, nil
+}
+
+// putJobs returns the jobs a manifest write calls for, which the store
+// queues in the write's own batch (one sync for both). Nothing becomes
+// garbage on the spot: a replaced version, or an older one that lost a
+// race, is kept as a previous version until a confirm job has checked
+// that the current version is held by a write quorum (see confirm.go). A
+// key with metadata.MaxPrevious previous versions is confirmed at once
+// (a hot key's replaced versions go every few writes, not after a GC
+// delay's worth of them; one job, not this and the usual one). A stored
+// null tombstone gets its collection check (tombstones.go).
+func (s *Server) putJobs(res metadata.PutResult) (*metadata.ConfirmJob, *metadata.TombstoneJob) {
+	var cj *metadata.ConfirmJob
 	switch {
 	case res.Previous >= metadata.MaxPrevious:
-		// NB: one job, not this and the usual one: each is a synced
-		// write, and a hot key pays it on every overwrite.
-		s.enqueueConfirmAfter(ctx, res.Current, 0)
+		cj = s.confirmJob(res.Current, 0)
 	case (res.Stored && res.Replaced != nil) || res.Kept:
-		s.enqueueConfirm(ctx, res.Current)
+		cj = s.confirmJob(res.Current, s.cfg.GCDelay)
 	}
+	var tj *metadata.TombstoneJob
+	if res.Stored && metadata.Collectable(res.Current) {
+		tj = s.tombstoneJob(res.Current)
+	}
+	return cj, tj
+}
+
+// afterPut does what a manifest write calls for besides its jobs
+// (putJobs): it tells OnStored, and collects, after GCDelay, the versions
+// pushed out by metadata.MaxPreviousKept (the only ones collected
+// directly). Failures are logged, not returned: the manifest is stored,
+// and kept versions are only ever too many, never too few.
+func (s *Server) afterPut(ctx context.Context, res metadata.PutResult) {
 	if res.Stored && s.cfg.OnStored != nil {
 		s.cfg.OnStored(res.Current)
-	}
-	if res.Stored && metadata.Collectable(res.Current) {
-		s.enqueueTombstone(ctx, res.Current)
 	}
 	due := s.now().Add(s.cfg.GCDelay)
 	for _, d := range res.Dropped {

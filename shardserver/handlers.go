@@ -1,7 +1,6 @@
 package shardserver
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,14 +175,11 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) {
 		}
 		defer done()
 	}
-	res, err := s.meta.PutManifest(r.Context(), &m)
+	res, err := s.storeManifest(r.Context(), &m)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	// NB: the manifest is stored; queue its follow-up work even if the
-	// client has gone away meanwhile.
-	s.afterPut(context.WithoutCancel(r.Context()), res)
 	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.PutManifestResponse{Stored: res.Stored, Current: res.Current.Version,
 		Replaced: res.Stored && res.Replaced != nil, Held: res.Held})
 }
@@ -210,21 +206,21 @@ func (s *Server) getManifestVersions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: bucket and key are required", shardrpc.ErrBadRequest))
 		return
 	}
-	cur, prev, err := s.meta.Versions(r.Context(), bucket, key)
+	inline := q.Get(shardrpc.ParamInline) != "0"
+	lk, err := s.meta.Lookup(r.Context(), bucket, key, inline)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if q.Get(shardrpc.ParamInline) == "0" {
-		cur.Inline = nil
-		for _, p := range prev {
+	if !inline {
+		for _, p := range lk.Previous {
 			p.Inline = nil
 		}
 	}
-	if prev == nil {
-		prev = []*metadata.Manifest{}
+	if lk.Previous == nil {
+		lk.Previous = []*metadata.Manifest{}
 	}
-	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.ManifestVersionsResponse{Current: cur, Previous: prev})
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.ManifestVersionsResponse{Current: lk.Current, Previous: lk.Previous, Committed: lk.Committed})
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {

@@ -128,17 +128,22 @@ func judgeTombstone(t *metadata.Manifest, answers []tombAnswer) (v tombVerdict, 
 // enqueueTombstone queues the collection check of tombstone t, stored
 // here now.
 func (s *Server) enqueueTombstone(ctx context.Context, t *metadata.Manifest) {
+	if err := s.meta.EnqueueTombstone(ctx, *s.tombstoneJob(t)); err != nil {
+		// The tombstone then stays, which is the safe side.
+		s.log.Error("enqueue tombstone check", "bucket", t.Bucket, "key", t.Key, "err", err)
+	}
+}
+
+// tombstoneJob is the collection check of tombstone t: due after the
+// grace on the first server of its placement, twice that on the others.
+func (s *Server) tombstoneJob(t *metadata.Manifest) *metadata.TombstoneJob {
 	delay := s.cfg.TombstoneGrace
 	if len(t.Placement) == 0 || t.Placement[0] != s.cfg.NodeID {
 		// NB: the first server of the placement collects; the others
 		// only if it could not (it died, or never stored the tombstone).
 		delay *= 2
 	}
-	j := metadata.TombstoneJob{Bucket: t.Bucket, Key: t.Key, Version: t.Version, Due: s.now().Add(delay)}
-	if err := s.meta.EnqueueTombstone(ctx, j); err != nil {
-		// The tombstone then stays, which is the safe side.
-		s.log.Error("enqueue tombstone check", "bucket", t.Bucket, "key", t.Key, "err", err)
-	}
+	return &metadata.TombstoneJob{Bucket: t.Bucket, Key: t.Key, Version: t.Version, Due: s.now().Add(delay)}
 }
 
 // tombRetry is how long a tombstone check that could not decide waits:

@@ -103,7 +103,7 @@ func (w *Workload) client(ctx context.Context, id int) {
 		case p < 90:
 			o = w.head(ctx, id, gw, key)
 		default:
-			o = w.del(ctx, id, gw, key)
+			o = w.del(ctx, id, gw, key, seq%2 == 1)
 		}
 		if o.Err == errRefused {
 			w.NRefused.Add(1)
@@ -262,11 +262,27 @@ func (w *Workload) head(ctx context.Context, client, gw int, key string) Op {
 	return o
 }
 
-func (w *Workload) del(ctx context.Context, client, gw int, key string) Op {
+// del deletes key through gateway gw: by DELETE, or, batched, by a
+// DeleteObjects request of that one key (every other delete of a client).
+func (w *Workload) del(ctx context.Context, client, gw int, key string, batched bool) Op {
 	o := Op{Client: client, Gateway: gw, Key: key, Kind: Delete}
 	bucket, k := split(key)
 	c, cancel, start := w.begin(ctx)
-	err := w.clients[gw].RemoveObject(c, bucket, k, minio.RemoveObjectOptions{})
+	var err error
+	if batched {
+		// NB: DeleteObjects takes its own path (batched lookups and
+		// tombstones, gateway/delete_batch.go), with the same promises.
+		objs := make(chan minio.ObjectInfo, 1)
+		objs <- minio.ObjectInfo{Key: k}
+		close(objs)
+		for e := range w.clients[gw].RemoveObjects(c, bucket, objs, minio.RemoveObjectsOptions{}) {
+			if err == nil {
+				err = e.Err
+			}
+		}
+	} else {
+		err = w.clients[gw].RemoveObject(c, bucket, k, minio.RemoveObjectOptions{})
+	}
 	cancel()
 	o.Result = classify(err, NoCond)
 	if o.Result != OK {

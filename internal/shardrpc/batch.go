@@ -38,6 +38,9 @@ type VersionsBatchRequest struct {
 type KeyVersions struct {
 	Current  *metadata.Manifest   `json:"current,omitempty"`
 	Previous []*metadata.Manifest `json:"previous,omitempty"`
+	// Committed is ManifestVersionsResponse.Committed: Current is marked
+	// as stored on a write quorum.
+	Committed bool `json:"committed,omitempty"`
 	// Err is set when the node failed to read the key (Current is nil).
 	Err string `json:"err,omitempty"`
 }

@@ -24,6 +24,10 @@ const ParamInline = "inline"
 type ManifestVersionsResponse struct {
 	Current  *metadata.Manifest   `json:"current"`
 	Previous []*metadata.Manifest `json:"previous"`
+	// Committed: a gateway reported Current as stored on a write quorum
+	// (PathCommitted; metadata.Store.MarkCommitted). False from servers
+	// older than this field, and whenever the mark is missing.
+	Committed bool `json:"committed,omitempty"`
 }
 
 // GetManifestVersions returns the node's current manifest of (bucket, key)
@@ -32,23 +36,30 @@ type ManifestVersionsResponse struct {
 // as that node's vote, so a failed overwrite does not hide the version it
 // failed to replace.
 func (c *Client) GetManifestVersions(ctx context.Context, addr, bucket, key string) (cur *metadata.Manifest, prev []*metadata.Manifest, err error) {
-	return c.getManifestVersions(ctx, addr, bucket, key, url.Values{ParamBucket: {bucket}, ParamKey: {key}})
+	resp, err := c.getManifestVersions(ctx, addr, bucket, key, url.Values{ParamBucket: {bucket}, ParamKey: {key}})
+	return resp.Current, resp.Previous, err
 }
 
-// GetManifestHeads is GetManifestVersions without the inline data of
-// small objects (their Inline is nil; Size still tells their length).
-func (c *Client) GetManifestHeads(ctx context.Context, addr, bucket, key string) (cur *metadata.Manifest, prev []*metadata.Manifest, err error) {
-	return c.getManifestVersions(ctx, addr, bucket, key, url.Values{ParamBucket: {bucket}, ParamKey: {key}, ParamInline: {"0"}})
+// LookupVersions is GetManifestVersions for a reader: the whole answer,
+// with the committed mark of the current manifest; with inline false the
+// inline data of small objects is left out (their Inline is nil; Size
+// still tells their length).
+func (c *Client) LookupVersions(ctx context.Context, addr, bucket, key string, inline bool) (ManifestVersionsResponse, error) {
+	q := url.Values{ParamBucket: {bucket}, ParamKey: {key}}
+	if !inline {
+		q.Set(ParamInline, "0")
+	}
+	return c.getManifestVersions(ctx, addr, bucket, key, q)
 }
 
-func (c *Client) getManifestVersions(ctx context.Context, addr, bucket, key string, q url.Values) (cur *metadata.Manifest, prev []*metadata.Manifest, err error) {
+func (c *Client) getManifestVersions(ctx context.Context, addr, bucket, key string, q url.Values) (ManifestVersionsResponse, error) {
 	op := fmt.Sprintf("get manifest versions %s/%s", bucket, key)
 	var resp ManifestVersionsResponse
 	if err := c.call(ctx, addr, op, http.MethodGet, PathManifestVersions, q, nil, &resp); err != nil {
-		return nil, nil, err
+		return ManifestVersionsResponse{}, err
 	}
 	if resp.Current == nil {
-		return nil, nil, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("reply without a current manifest: %w", ErrNotFound)}
+		return ManifestVersionsResponse{}, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("reply without a current manifest: %w", ErrNotFound)}
 	}
-	return resp.Current, resp.Previous, nil
+	return resp, nil
 }

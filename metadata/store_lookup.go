@@ -1,0 +1,107 @@
+package metadata
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Committed marks.
+//
+// A gateway that saw a manifest stored by a write quorum tells the servers
+// that stored it (the shard API's committed notice), and each marks its
+// current record: flagCommitted in the value header. A reader that meets
+// the mark knows the version is visible (docs/CONSISTENCY.md, rule 1):
+// nothing takes it back, so it need not count k holders to rule out a
+// failed write, and a lookup can answer from fewer servers.
+//
+// The mark is a hint that can only be missing, never wrong: it is set
+// only on the exact version named (the current record's), it goes
+// whenever the record gets another current version, and it is written
+// without a sync (a crash that loses it costs a reader a few more calls).
+// It is never read from a client's manifest: Manifest has no field for
+// it, so no write can carry one in.
+
+// flagCommitted marks a current manifest value whose version a gateway
+// reported as stored on a write quorum.
+const flagCommitted byte = 1 << 3
+
+// Lookup is what a server answers a reader about one key: its current
+// manifest, the previous versions it keeps (newest first) and whether the
+// current one is marked committed.
+type Lookup struct {
+	Current   *Manifest
+	Previous  []*Manifest
+	Committed bool
+}
+
+// Lookup returns the versions of (bucket, key), as Versions does, and the
+// committed mark of the current one; ErrNotFound when the store holds no
+// version of the key. With inline false, the inline data of a small
+// object is left out (not read), for readers that need the version and
+// its attributes only. Previous versions are read only when the current
+// record says the key has some (flagPrevious), so the common key costs
+// one read.
+func (s *Store) Lookup(ctx context.Context, bucket, key string, inline bool) (Lookup, error) {
+	if err := ctx.Err(); err != nil {
+		return Lookup{}, err
+	}
+	m, flags, err := s.getCurrent(bucket, key, inline)
+	if err != nil {
+		return Lookup{}, err
+	}
+	out := Lookup{Current: m, Committed: flags&flagCommitted != 0}
+	if flags&flagPrevious != 0 {
+		if out.Previous, err = s.previous(bucket, key); err != nil {
+			return Lookup{}, err
+		}
+	}
+	return out, nil
+}
+
+// MarkCommitted marks version v of (bucket, key) committed: a gateway saw
+// it stored on a write quorum. Only the current record is marked, and only
+// when its version is v; current reports whether it is (marked now or
+// before), previous whether the key has previous versions (its confirm
+// job may then use the notice). The mark is written without a sync.
+func (s *Store) MarkCommitted(ctx context.Context, bucket, key string, v Version) (current, previous bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, false, err
+	}
+	mk := manifestKey(bucket, key)
+	unlock := s.lockKey(mk)
+	defer unlock()
+	val, err := s.get(mk)
+	if err != nil {
+		return false, false, ignoreNotFound(err)
+	}
+	m, err := decodeManifest(val)
+	if err != nil {
+		return false, false, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+	}
+	if m.Version != v {
+		return false, false, nil
+	}
+	previous = val[1]&flagPrevious != 0
+	if val[1]&flagCommitted != 0 {
+		return true, previous, nil
+	}
+	val[1] |= flagCommitted
+	if err := s.db.Set(mk, val, pebble.NoSync); err != nil {
+		return false, false, fmt.Errorf("metadata: mark %s/%s committed: %w", bucket, key, err)
+	}
+	return true, previous, nil
+}
+
+// committedFlag returns flagCommitted when the record at mk is marked.
+// writeVersions asks only when the record's version stays current (an
+// older write kept as a previous version, DropPrevious), so the mark
+// stays with its version. The caller holds the key's lock.
+func (s *Store) committedFlag(mk []byte) byte {
+	val, err := s.get(mk)
+	if err != nil || len(val) < 2 {
+		return 0
+	}
+	return val[1] & flagCommitted
+}

@@ -1,0 +1,135 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestLookup: a reader's lookup answers as Versions does, leaves inline
+// data out unless asked, and reads previous versions only when the key
+// has some.
+func TestLookup(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	if _, err := s.Lookup(ctx, "b", "k", true); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("absent key: %v, want ErrNotFound", err)
+	}
+	if _, err := s.PutManifest(ctx, inline("b", "k", 1, "one")); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := s.Lookup(ctx, "b", "k", true)
+	if err != nil || string(lk.Current.Inline) != "one" || lk.Previous != nil || lk.Committed {
+		t.Fatalf("Lookup(inline) = %+v, %v", lk, err)
+	}
+	if lk, err = s.Lookup(ctx, "b", "k", false); err != nil || lk.Current.Inline != nil || lk.Current.Size != 3 {
+		t.Fatalf("Lookup(no inline) = %+v, %v", lk, err)
+	}
+	if _, err := s.PutManifest(ctx, inline("b", "k", 2, "two")); err != nil {
+		t.Fatal(err)
+	}
+	lk, err = s.Lookup(ctx, "b", "k", true)
+	if err != nil || lk.Current.Version != ver(2) || len(lk.Previous) != 1 || lk.Previous[0].Version != ver(1) {
+		t.Fatalf("after an overwrite: %+v, %v", lk, err)
+	}
+}
+
+// TestMarkCommitted: the mark goes on the current version named only,
+// stays while that version stays current (an older write kept under it,
+// DropPrevious), and goes when another version becomes current (an
+// overwrite, a rollback), so it never vouches for a version no gateway
+// reported.
+func TestMarkCommitted(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	committed := func(step string, want bool) {
+		t.Helper()
+		lk, err := s.Lookup(ctx, "b", "k", false)
+		if err != nil || lk.Committed != want {
+			t.Fatalf("%s: committed %v (%v), want %v", step, lk.Committed, err, want)
+		}
+	}
+	put := func(ts int64) {
+		t.Helper()
+		if _, err := s.PutManifest(ctx, obj("b", "k", ts, nodes3, fmt.Sprint("p", ts))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := func(ts int64, wantCur, wantPrev bool) {
+		t.Helper()
+		cur, prev, err := s.MarkCommitted(ctx, "b", "k", ver(ts))
+		if err != nil || cur != wantCur || prev != wantPrev {
+			t.Fatalf("MarkCommitted(%d) = %v, %v, %v; want %v, %v", ts, cur, prev, err, wantCur, wantPrev)
+		}
+	}
+	if cur, _, err := s.MarkCommitted(ctx, "b", "absent", ver(1)); cur || err != nil {
+		t.Fatalf("mark of an absent key: %v, %v", cur, err)
+	}
+	put(2)
+	committed("written", false)
+	mark(1, false, false) // not the current version
+	committed("a notice of another version", false)
+	mark(2, true, false)
+	committed("marked", true)
+	mark(2, true, false) // again: harmless
+	put(1)               // an older write, kept under it
+	committed("an older write kept", true)
+	if _, err := s.DropPrevious(ctx, "b", "k", ver(2), nil); err != nil {
+		t.Fatal(err)
+	}
+	committed("previous versions dropped", true)
+	put(3)
+	committed("overwritten", false)
+	mark(3, true, true)
+	committed("the overwrite marked", true)
+	if _, err := s.RollBack(ctx, "b", "k", ver(3)); err != nil {
+		t.Fatal(err)
+	}
+	committed("rolled back to the previous version", false)
+	lk, err := s.Lookup(ctx, "b", "k", false)
+	if err != nil || lk.Current.Version != ver(2) {
+		t.Fatalf("after the rollback: %+v, %v", lk, err)
+	}
+}
+
+// TestPutManifestQueued: the jobs a write's result calls for are queued
+// with it (and counted), and none for a write that changes nothing.
+func TestPutManifestQueued(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	t0 := time.Unix(1000, 0)
+	var results []PutResult
+	jobs := func(res PutResult) (*ConfirmJob, *TombstoneJob) {
+		results = append(results, res)
+		var cj *ConfirmJob
+		if res.Replaced != nil || res.Kept {
+			cj = &ConfirmJob{Bucket: "b", Key: "k", Version: res.Current.Version, Since: t0, Due: t0}
+		}
+		var tj *TombstoneJob
+		if res.Stored && Collectable(res.Current) {
+			tj = &TombstoneJob{Bucket: "b", Key: "k", Version: res.Current.Version, Due: t0}
+		}
+		return cj, tj
+	}
+	for _, m := range []*Manifest{obj("b", "k", 1, nodes3, "p1"), tomb("b", "k", 2)} {
+		if _, err := s.PutManifestQueued(ctx, m, jobs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := s.PutManifestQueued(ctx, tomb("b", "k", 2), jobs); err != nil || res.Stored || len(results) != 2 {
+		t.Fatalf("a retry: %+v, %v, %d results asked for jobs; want no write", res, err, len(results))
+	}
+	due, err := s.DueConfirms(ctx, t0, 10)
+	if err != nil || len(due) != 1 || due[0].Version != ver(2) {
+		t.Fatalf("confirm jobs %+v, %v; want the one of the tombstone that replaced a version", due, err)
+	}
+	tj, err := s.DueTombstones(ctx, t0, 10)
+	if err != nil || len(tj) != 1 || tj[0].Version != ver(2) {
+		t.Fatalf("tombstone jobs %+v, %v", tj, err)
+	}
+	if st, _ := s.Stats(ctx); st.TombstoneJobs != 1 {
+		t.Fatalf("%d tombstone jobs counted, want 1", st.TombstoneJobs)
+	}
+}
