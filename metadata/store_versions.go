@@ -459,20 +459,12 @@ func (s *Store) writeVersionsQueued(bucket, key string, oldCur *Manifest, oldPre
 	if jobs != nil {
 		cj, tj := jobs(res)
 		if cj != nil {
-			val, err := json.Marshal(cj)
-			if err != nil {
-				return fail(err)
-			}
-			if err := b.Set(confirmKey(*cj), val, nil); err != nil {
+			if err := setJSON(b, confirmKey(*cj), cj); err != nil {
 				return fail(err)
 			}
 		}
 		if tj != nil {
-			val, err := json.Marshal(tj)
-			if err != nil {
-				return fail(err)
-			}
-			if err := b.Set(tombstoneKey(*tj), val, nil); err != nil {
+			if err := setJSON(b, tombstoneKey(*tj), tj); err != nil {
 				return fail(err)
 			}
 			tombJob = true
@@ -502,6 +494,15 @@ func (s *Store) writeVersionsQueued(bucket, key string, oldCur *Manifest, oldPre
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// setJSON adds the JSON of v at k to b.
+func setJSON(b *pebble.Batch, k []byte, v any) error {
+	val, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Set(k, val, nil)
 }
 
 func prevFlags(m *Manifest) byte {
