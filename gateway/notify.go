@@ -58,8 +58,12 @@ func (n *notifier) committed(m *metadata.Manifest, addrs []string, urgent bool) 
 
 // run sends the queued notices until ctx ends.
 func (n *notifier) run(ctx context.Context) {
+	// NB: the ticker runs only while notices are pending (tickC is nil
+	// otherwise): an idle gateway need not wake 50 times a second.
 	tick := time.NewTicker(notifyEvery)
+	tick.Stop()
 	defer tick.Stop()
+	var tickC <-chan time.Time
 	pending := map[string][]shardrpc.VersionRef{}
 	urgent, last := false, time.Now()
 	for {
@@ -69,11 +73,17 @@ func (n *notifier) run(ctx context.Context) {
 		case nt := <-n.queue:
 			pending[nt.addr] = append(pending[nt.addr], nt.ref)
 			urgent = urgent || nt.urgent
-		case now := <-tick.C:
-			if len(pending) > 0 && (urgent || now.Sub(last) >= markEvery) {
+			if tickC == nil {
+				tick.Reset(notifyEvery)
+				tickC = tick.C
+			}
+		case now := <-tickC:
+			if urgent || now.Sub(last) >= markEvery {
 				n.flush(ctx, pending)
 				pending = map[string][]shardrpc.VersionRef{}
 				urgent, last = false, now
+				tick.Stop()
+				tickC = nil
 			}
 		}
 	}
