@@ -14,8 +14,9 @@ import (
 // that a confirm job for one of them confirms it without asking the
 // peers. It lives in memory and is bounded: a version it forgot (a
 // restart, or more notices than it holds before their jobs ran) is
-// confirmed the slow way, by asking, which is always right. A notice can only confirm, never roll back, so a lost or
-// late one costs time, not safety.
+// confirmed the slow way, by asking, which is always right. A notice can
+// only confirm, never roll back, so a lost or late one costs time, not
+// safety.
 type committedSet struct {
 	mu   sync.Mutex
 	set  map[shardrpc.VersionRef]struct{}
