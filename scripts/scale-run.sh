@@ -144,16 +144,18 @@ victim_pid=$(jq -r '.shards[0].pid' "$DATA/dev.json")
 mapfile -d '' -t cmdline <"/proc/$victim_pid/cmdline"
 kill -9 "$victim_pid"
 sleep "$DOWN"
-secret=$(jq -r '.secret' "$DATA/dev.json")
+secret=$(jq -r '.cluster_secret' "$DATA/dev.json")
 t0=$(now)
 REGEN_CLUSTER_SECRET=$secret "${cmdline[@]}" >>"$(jq -r '.shards[0].data' "$DATA/dev.json")/shard.log" 2>&1 &
-EXTRA_PIDS+=($!)
+restarted=$!
+EXTRA_PIDS+=($restarted)
 victim_id=$(jq -r '.shards[0].id' "$DATA/dev.json")
 # Back in sync: the restarted server is live, and no server has a sync
 # pending, the restarted one's own at start included. A gossip flap asks
 # for syncs too, so this can only be longer than the true time.
 sleep 1
 for _ in $(seq 3600); do
+	kill -0 "$restarted" 2>/dev/null || { log "the restarted shard server exited: see its shard.log"; exit 1; }
 	[ "$(sync_pending "$victim_id")" = 0 ] && break
 	sleep 0.5
 done
