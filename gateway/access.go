@@ -17,12 +17,16 @@ import (
 // administrator (a configured key, or a stored one with the admin flag) or
 // holds the bucket right the action needs (rightFor: read, write or
 // owner, from the bucket record's grants), and the bucket's policy does
-// not explicitly deny it. A caller without the right, signed or not, is
-// allowed exactly where the bucket's policy allows the action to everyone
-// or a canned ACL grants it (public-read to everyone, authenticated-read
-// to every key), and refused with AccessDenied everywhere else. An
-// explicit Deny of the policy wins over every right, except that the
-// bucket's owners may always read and replace the policy itself.
+// not explicitly deny it. A right on a prefix of the bucket counts for
+// the objects whose keys begin with it and for listings whose prefix
+// begins with it (a listing outside it could show other keys), never for
+// the bucket's configuration. A caller without the right, signed or not,
+// is allowed exactly where the bucket's policy allows the action to it
+// (Principal "*", or its access key ID) or a canned ACL grants it
+// (public-read to everyone, authenticated-read to every key), and
+// refused with AccessDenied everywhere else. An explicit Deny of the
+// policy wins over every right, except that the bucket's owners may
+// always read and replace the policy itself.
 
 // s3Action names the IAM action of a request, as S3's bucket policies and
 // ACLs know it ("s3:GetObject"), and whether it acts on an object (the
@@ -256,7 +260,12 @@ func rightFor(method, key, action, cannedACL string) need {
 type decision struct {
 	anonymous bool
 	admin     bool
-	rights    metadata.Rights
+	// rights are the caller's rights where the action acts: on the
+	// object's key, on the listing's prefix, else on the whole bucket.
+	rights metadata.Rights
+	// someRight: the caller has a right on the bucket or on a prefix of
+	// it, which is enough for needAny.
+	someRight bool
 	need      need
 	policy    s3policy.Decision
 	// policyAdmin: the action reads or replaces the bucket policy, which
@@ -272,10 +281,27 @@ func (d decision) allowed() bool {
 	if d.policy == s3policy.Deny && !(d.policyAdmin && owner) {
 		return false
 	}
-	if !d.anonymous && (d.admin || has(d.rights, d.need)) {
+	if !d.anonymous && (d.admin || has(d.rights, d.need) || d.need == needAny && d.someRight) {
 		return true
 	}
 	return d.policy == s3policy.Allow || d.acl
+}
+
+// listingActions are the bucket actions that list keys: a right on a
+// prefix covers the listings whose prefix parameter begins with it.
+var listingActions = []string{"s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads"}
+
+// scopedRights returns the caller's rights where action acts: on key for
+// an object action, on the listing's prefix for a listing, on the whole
+// bucket for everything else.
+func scopedRights(req *request, b *metadata.Bucket, action, key string, object bool) metadata.Rights {
+	switch {
+	case object:
+		return req.who.rightsOn(b, key)
+	case slices.Contains(listingActions, action):
+		return req.who.rightsOn(b, req.query.Get("prefix"))
+	}
+	return req.who.rights(b)
 }
 
 // policyAdmin are the actions a bucket policy cannot deny to the bucket's
@@ -307,7 +333,11 @@ func policyRequest(c *fiber.Ctx, req *request, bucket, action, key string, objec
 			}
 		}
 	}
-	return s3policy.Request{Action: action, Resource: resource, Context: ctxKeys}
+	r := s3policy.Request{Action: action, Resource: resource, Context: ctxKeys}
+	if !req.anonymous {
+		r.Principal = req.who.accessKey
+	}
+	return r
 }
 
 // policyDecision evaluates the policy of bucket b, if it has one. A
@@ -334,7 +364,8 @@ func (g *Gateway) allowedOn(ctx context.Context, c *fiber.Ctx, req *request, b *
 	d := decision{
 		anonymous:   req.anonymous,
 		admin:       req.who.admin,
-		rights:      req.who.rights(b),
+		rights:      scopedRights(req, b, action, key, object),
+		someRight:   req.who.anyRights(b),
 		need:        n,
 		policy:      g.policyDecision(c, req, b, action, key, object),
 		policyAdmin: slices.Contains(policyAdmin, action),

@@ -69,12 +69,29 @@ type principal struct {
 	createBuckets bool
 }
 
-// rights returns p's rights on bucket b.
+// rights returns p's rights on bucket b as a whole (not those on a
+// prefix of it).
 func (p principal) rights(b *metadata.Bucket) metadata.Rights {
 	if p.accessKey == "" {
 		return metadata.Rights{}
 	}
 	return b.Grants[p.accessKey]
+}
+
+// rightsOn returns p's rights on the objects of b whose keys begin with
+// path: those on the whole bucket and those on every prefix path begins
+// with (metadata.Bucket.RightsOn).
+func (p principal) rightsOn(b *metadata.Bucket, path string) metadata.Rights {
+	if p.accessKey == "" {
+		return metadata.Rights{}
+	}
+	return b.RightsOn(p.accessKey, path)
+}
+
+// anyRights reports whether p has a right on b or on a prefix of it:
+// enough to see the bucket (ListBuckets, HeadBucket).
+func (p principal) anyRights(b *metadata.Bucket) bool {
+	return p.accessKey != "" && b.AnyRights(p.accessKey)
 }
 
 // storedKey is a stored access key with its secret opened.

@@ -23,14 +23,19 @@ import (
 //	                                         a new key; the answer is the only
 //	                                         place its secret is ever shown
 //	DELETE keys?key=K                        delete a stored key
-//	POST   keys/grant?key=K&bucket=B&right=R give rights (read, write, owner,
-//	                                         comma-separated), or without a
-//	                                         bucket: admin, create-buckets
-//	DELETE keys/grant?key=K[&bucket=B][&right=R]
+//	POST   keys/grant?key=K&bucket=B[&prefix=P]&right=R
+//	                                         give rights (read, write, owner,
+//	                                         comma-separated) on bucket B, or
+//	                                         only on its keys that begin with P;
+//	                                         without a bucket: admin,
+//	                                         create-buckets
+//	DELETE keys/grant?key=K[&bucket=B][&prefix=P][&right=R]
 //	                                         take them back (every right on
-//	                                         B when no right is named)
+//	                                         B, its prefixes' included, when
+//	                                         neither prefix nor right is named)
 //
-// K is a stored key's access key ID or its name.
+// K is a stored key's access key ID or its name. B may be given as
+// BUCKET/PREFIX instead of with prefix=.
 
 // KeyInfo describes an access key in the admin API.
 type KeyInfo struct {
@@ -48,7 +53,14 @@ type KeyInfo struct {
 	// Buckets maps each bucket the key has rights on to them ("read",
 	// "write", "owner").
 	Buckets map[string][]string `json:"buckets,omitempty"`
+	// Prefixes maps "bucket/prefix" to the key's rights on the objects
+	// of bucket whose keys begin with prefix.
+	Prefixes map[string][]string `json:"prefixes,omitempty"`
 }
+
+// maxPrefixGrants bounds the prefixes one key has rights on in one
+// bucket: every request of the key in the bucket looks at each.
+const maxPrefixGrants = 100
 
 // maxKeyName bounds a key's name.
 const maxKeyName = 64
@@ -118,14 +130,14 @@ func (g *Gateway) serveKeys(c *fiber.Ctx, req *request, sub string) error {
 	case sub == "" && c.Method() == fiber.MethodDelete:
 		out, err = g.deleteAccessKey(ctx, c.Query("key"))
 	case sub == "/grant" && (c.Method() == fiber.MethodPost || c.Method() == fiber.MethodDelete):
-		out, err = g.grantKey(ctx, c.Query("key"), c.Query("bucket"), c.Query("right"), c.Method() == fiber.MethodPost)
+		out, err = g.grantKey(ctx, c.Query("key"), c.Query("bucket"), c.Query("prefix"), c.Query("right"), c.Method() == fiber.MethodPost)
 	default:
 		return apiErr("MethodNotAllowed", "GET, POST or DELETE /_regen/keys; POST or DELETE /_regen/keys/grant")
 	}
 	if err != nil {
 		return err
 	}
-	g.log.Info("access keys changed", "by", req.who.accessKey, "method", c.Method(), "path", AdminPrefix+"keys"+sub, "key", c.Query("key")+c.Query("name"), "bucket", c.Query("bucket"), "right", c.Query("right"))
+	g.log.Info("access keys changed", "by", req.who.accessKey, "method", c.Method(), "path", AdminPrefix+"keys"+sub, "key", c.Query("key")+c.Query("name"), "bucket", c.Query("bucket"), "prefix", c.Query("prefix"), "right", c.Query("right"))
 	body, err := json.Marshal(out)
 	if err != nil {
 		return err
@@ -173,6 +185,14 @@ func (g *Gateway) keyInfo(k *metadata.AccessKey, buckets []metadata.Bucket) KeyI
 				info.Buckets = map[string][]string{}
 			}
 			info.Buckets[b.Name] = rightNames(r)
+		}
+		for _, p := range b.PrefixGrants[k.ID] {
+			if p.Any() {
+				if info.Prefixes == nil {
+					info.Prefixes = map[string][]string{}
+				}
+				info.Prefixes[b.Name+"/"+p.Prefix] = rightNames(p.Rights)
+			}
 		}
 	}
 	return info
@@ -256,11 +276,14 @@ func (g *Gateway) deleteAccessKey(ctx context.Context, ref string) (KeyInfo, err
 	buckets, err := g.layer.listBuckets(ctx, g.buckets)
 	if err == nil {
 		for _, b := range buckets {
-			if _, ok := b.Grants[k.ID]; !ok {
+			_, bucketWide := b.Grants[k.ID]
+			_, prefixed := b.PrefixGrants[k.ID]
+			if !bucketWide && !prefixed {
 				continue
 			}
 			err = errors.Join(err, g.layer.updateBucket(ctx, g.buckets, b.Name, func(b *metadata.Bucket) error {
 				delete(b.Grants, k.ID)
+				delete(b.PrefixGrants, k.ID)
 				return nil
 			}))
 		}
@@ -272,17 +295,30 @@ func (g *Gateway) deleteAccessKey(ctx context.Context, ref string) (KeyInfo, err
 }
 
 // grantKey gives (grant) or takes back rights of a stored key: rights on
-// a bucket, or without a bucket the admin and create-buckets flags.
-func (g *Gateway) grantKey(ctx context.Context, ref, bucket, rights string, grant bool) (KeyInfo, error) {
+// a bucket or on the keys of a bucket that begin with prefix, or without
+// a bucket the admin and create-buckets flags.
+func (g *Gateway) grantKey(ctx context.Context, ref, bucket, prefix, rights string, grant bool) (KeyInfo, error) {
 	k, err := g.resolveKey(ctx, ref)
 	if err != nil {
 		return KeyInfo{}, err
 	}
+	if b, p, ok := strings.Cut(bucket, "/"); ok {
+		if prefix != "" {
+			return KeyInfo{}, apiErr("InvalidArgument", "give the prefix either after the bucket (BUCKET/PREFIX) or with prefix=, not both")
+		}
+		bucket, prefix = b, p
+	}
 	if bucket == "" {
+		if prefix != "" {
+			return KeyInfo{}, apiErr("InvalidArgument", "a prefix needs its bucket")
+		}
 		if err := g.setKeyFlags(ctx, k, rights, grant); err != nil {
 			return KeyInfo{}, err
 		}
 	} else {
+		if err := checkGrantPrefix(prefix); err != nil {
+			return KeyInfo{}, err
+		}
 		r, err := parseRights(rights)
 		if err != nil {
 			return KeyInfo{}, err
@@ -291,24 +327,7 @@ func (g *Gateway) grantKey(ctx context.Context, ref, bucket, rights string, gran
 			return KeyInfo{}, apiErr("InvalidArgument", "missing right: read, write or owner (comma-separated for several)")
 		}
 		err = g.layer.updateBucket(ctx, g.buckets, bucket, func(b *metadata.Bucket) error {
-			cur := b.Grants[k.ID]
-			switch {
-			case grant:
-				cur = metadata.Rights{Read: cur.Read || r.Read, Write: cur.Write || r.Write, Owner: cur.Owner || r.Owner}
-			case !r.Any(): // revoke every right on the bucket
-				cur = metadata.Rights{}
-			default:
-				cur = metadata.Rights{Read: cur.Read && !r.Read, Write: cur.Write && !r.Write, Owner: cur.Owner && !r.Owner}
-			}
-			if cur.Any() {
-				if b.Grants == nil {
-					b.Grants = map[string]metadata.Rights{}
-				}
-				b.Grants[k.ID] = cur
-			} else {
-				delete(b.Grants, k.ID)
-			}
-			return nil
+			return changeGrant(b, k.ID, prefix, r, grant)
 		})
 		if err != nil {
 			return KeyInfo{}, bucketErr(err)
@@ -319,6 +338,78 @@ func (g *Gateway) grantKey(ctx context.Context, ref, bucket, rights string, gran
 		return KeyInfo{}, err
 	}
 	return g.keyInfo(k, buckets), nil
+}
+
+// checkGrantPrefix refuses a prefix no object key can begin with: too
+// long, not UTF-8, or holding what XML cannot carry (keys.go).
+func checkGrantPrefix(prefix string) error {
+	if len(prefix) > maxKeyLen {
+		return apiErr("InvalidArgument", fmt.Sprintf("prefix of %d bytes: object keys have at most %d", len(prefix), maxKeyLen))
+	}
+	return checkKeyText("The prefix", prefix)
+}
+
+// changedRights returns cur with r added (grant), or taken away; a
+// revoke naming no right takes every one.
+func changedRights(cur, r metadata.Rights, grant bool) metadata.Rights {
+	switch {
+	case grant:
+		return cur.Union(r)
+	case !r.Any():
+		return metadata.Rights{}
+	}
+	return metadata.Rights{Read: cur.Read && !r.Read, Write: cur.Write && !r.Write, Owner: cur.Owner && !r.Owner}
+}
+
+// changeGrant applies a grant or revoke of rights r of access key id to
+// bucket record b: on the whole bucket when prefix is empty, else on the
+// keys beginning with prefix. Revoking every right on the whole bucket
+// (no prefix, no right named) takes its prefixes' rights too.
+func changeGrant(b *metadata.Bucket, id, prefix string, r metadata.Rights, grant bool) error {
+	if prefix == "" {
+		cur := changedRights(b.Grants[id], r, grant)
+		if cur.Any() {
+			if b.Grants == nil {
+				b.Grants = map[string]metadata.Rights{}
+			}
+			b.Grants[id] = cur
+		} else {
+			delete(b.Grants, id)
+		}
+		if !grant && !r.Any() {
+			delete(b.PrefixGrants, id)
+		}
+		return nil
+	}
+	old := b.PrefixGrants[id]
+	i, found := slices.BinarySearchFunc(old, prefix, func(p metadata.PrefixRights, s string) int { return strings.Compare(p.Prefix, s) })
+	var cur metadata.Rights
+	if found {
+		cur = old[i].Rights
+	}
+	cur = changedRights(cur, r, grant)
+	// NB: a new slice: old may be shared with the record it came from.
+	list := slices.Clone(old)
+	switch {
+	case cur.Any() && found:
+		list[i].Rights = cur
+	case cur.Any():
+		if len(list) >= maxPrefixGrants {
+			return apiErr("InvalidArgument", fmt.Sprintf("the key has rights on %d prefixes of bucket %s already, the most regen keeps: revoke some, or grant on a shorter prefix", len(list), b.Name))
+		}
+		list = slices.Insert(list, i, metadata.PrefixRights{Prefix: prefix, Rights: cur})
+	case found:
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(b.PrefixGrants, id)
+		return nil
+	}
+	if b.PrefixGrants == nil {
+		b.PrefixGrants = map[string][]metadata.PrefixRights{}
+	}
+	b.PrefixGrants[id] = list
+	return nil
 }
 
 // setKeyFlags sets (grant) or clears the admin or create-buckets flag of

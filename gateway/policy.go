@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -83,11 +84,15 @@ func (g *Gateway) bucketPolicy(c *fiber.Ctx, req *request) error {
 		if len(doc) == 0 {
 			return apiErr("MissingRequestBodyError", "")
 		}
-		if _, err := s3policy.Parse(doc, req.bucket); err != nil {
+		p, err := s3policy.Parse(doc, req.bucket)
+		if err != nil {
 			var pe *s3policy.Error
 			if errors.As(err, &pe) {
 				return apiErr("MalformedPolicy", pe.Reason)
 			}
+			return err
+		}
+		if err := g.checkPrincipals(ctx, p.Principals()); err != nil {
 			return err
 		}
 		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Policy = string(doc) })
@@ -95,4 +100,28 @@ func (g *Gateway) bucketPolicy(c *fiber.Ctx, req *request) error {
 		return g.setBucketConfig(c, req, fiber.StatusNoContent, func(b *metadata.Bucket) { b.Policy = "" })
 	}
 	return apiErr("MethodNotAllowed", "")
+}
+
+// checkPrincipals refuses a policy naming an access key that does not
+// exist (a configured key of this gateway, or a live stored key), as S3
+// refuses an invalid principal: a typo would otherwise grant or deny
+// nothing, silently. A key deleted after the policy was put leaves its
+// statements applying to no one: access key IDs are never given again.
+func (g *Gateway) checkPrincipals(ctx context.Context, ids []string) error {
+	var stored map[string]*storedKey
+	for _, id := range ids {
+		if _, ok := g.cfg.Credentials[id]; ok {
+			continue
+		}
+		if stored == nil && g.keys.enabled() {
+			var err error
+			if stored, err = g.keys.all(ctx); err != nil {
+				return err
+			}
+		}
+		if k := stored[id]; k == nil || k.rec.Deleted {
+			return apiErr("MalformedPolicy", fmt.Sprintf("Invalid principal in policy: no access key %q (name keys by their access key ID, as regen admin key list shows it, not by their name)", id))
+		}
+	}
+	return nil
 }

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/regen-s3/regen/internal/s3policy"
@@ -101,6 +103,9 @@ func TestDecision(t *testing.T) {
 		{"no rights", decision{rights: none, need: needRead}, false},
 		{"any right: head bucket with write", decision{rights: write, need: needAny}, true},
 		{"any right: none", decision{rights: none, need: needAny}, false},
+		{"any right: a right on a prefix", decision{rights: none, someRight: true, need: needAny}, true},
+		{"a right on a prefix is not read", decision{rights: none, someRight: true, need: needRead}, false},
+		{"a right on a prefix is not owner", decision{rights: none, someRight: true, need: needOwner}, false},
 		{"unknown action, all rights", decision{rights: all, need: needAdmin}, false},
 
 		{"deny beats read right", decision{rights: read, need: needRead, policy: deny}, false},
@@ -145,5 +150,156 @@ func TestParseRights(t *testing.T) {
 	}
 	if !validKeyName("alice@example.com") || validKeyName("") || validKeyName("a b") || validKeyName(string(make([]byte, 65))) {
 		t.Error("validKeyName")
+	}
+}
+
+// TestScopedRights: which rights count where. A right on a prefix counts
+// for the objects whose keys begin with it and for listings whose prefix
+// begins with it, never for the bucket's configuration; rights on the
+// whole bucket count everywhere.
+func TestScopedRights(t *testing.T) {
+	b := &metadata.Bucket{
+		Name:   "b",
+		Grants: map[string]metadata.Rights{"RKWIDE": {Read: true}},
+		PrefixGrants: map[string][]metadata.PrefixRights{
+			"RKTEAM": {
+				{Prefix: "team/", Rights: metadata.Rights{Read: true, Write: true}},
+				{Prefix: "team/pub", Rights: metadata.Rights{Owner: true}},
+			},
+			"RKWIDE": {{Prefix: "in/", Rights: metadata.Rights{Write: true}}},
+		},
+	}
+	read, rw, rwo := metadata.Rights{Read: true}, metadata.Rights{Read: true, Write: true}, metadata.Rights{Read: true, Write: true, Owner: true}
+	for _, c := range []struct {
+		who, method, key, query string
+		want                    metadata.Rights
+	}{
+		{"RKTEAM", "GET", "team/a", "", rw},
+		{"RKTEAM", "PUT", "team/a", "", rw},
+		{"RKTEAM", "GET", "team/public/x", "", rwo}, // both prefixes
+		{"RKTEAM", "GET", "team", "", metadata.Rights{}},
+		{"RKTEAM", "GET", "teams/a", "", metadata.Rights{}},
+		{"RKTEAM", "GET", "other/a", "", metadata.Rights{}},
+		{"RKTEAM", "GET", "", "list-type=2&prefix=team/", rw},
+		{"RKTEAM", "GET", "", "list-type=2&prefix=team/sub/&delimiter=/", rw},
+		{"RKTEAM", "GET", "", "prefix=team/", rw}, // V1
+		{"RKTEAM", "GET", "", "versions&prefix=team/x", rw},
+		{"RKTEAM", "GET", "", "uploads&prefix=team/", rw},
+		{"RKTEAM", "GET", "", "list-type=2&prefix=team", metadata.Rights{}}, // would list "teams/..."
+		{"RKTEAM", "GET", "", "list-type=2", metadata.Rights{}},
+		{"RKTEAM", "GET", "", "list-type=2&prefix=other/", metadata.Rights{}},
+		{"RKTEAM", "GET", "", "list-type=2&start-after=team/", metadata.Rights{}},
+		{"RKTEAM", "GET", "", "versioning", metadata.Rights{}},
+		{"RKTEAM", "GET", "", "policy", metadata.Rights{}},
+		{"RKWIDE", "GET", "any", "", read},
+		{"RKWIDE", "PUT", "in/x", "", rw},
+		{"RKWIDE", "GET", "", "list-type=2", read},
+		{"RKWIDE", "GET", "", "list-type=2&prefix=in/", rw},
+		{"RKWIDE", "GET", "", "versioning", read},
+		{"RKNONE", "GET", "team/a", "", metadata.Rights{}},
+	} {
+		q, _ := url.ParseQuery(c.query)
+		req := &request{method: c.method, bucket: "b", key: c.key, query: q, who: principal{accessKey: c.who}}
+		action, object := s3Action(c.method, "b", c.key, q, false)
+		if got := scopedRights(req, b, action, c.key, object); got != c.want {
+			t.Errorf("%s %s /b/%s?%s (%s): %+v, want %+v", c.who, c.method, c.key, c.query, action, got, c.want)
+		}
+	}
+	anon := &request{method: "GET", bucket: "b", key: "team/a", anonymous: true}
+	if got := scopedRights(anon, b, "s3:GetObject", "team/a", true); got.Any() {
+		t.Errorf("anonymous: %+v", got)
+	}
+	for who, want := range map[string]bool{"RKTEAM": true, "RKWIDE": true, "RKNONE": false, "": false} {
+		if got := (principal{accessKey: who}).anyRights(b); got != want {
+			t.Errorf("anyRights(%q) = %v", who, got)
+		}
+	}
+}
+
+// TestChangeGrant: grants and revokes on a bucket and on its prefixes
+// as the bucket record keeps them.
+func TestChangeGrant(t *testing.T) {
+	b := &metadata.Bucket{Name: "b"}
+	step := func(prefix, rights string, grant bool) {
+		t.Helper()
+		r, err := parseRights(rights)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := changeGrant(b, "K", prefix, r, grant); err != nil {
+			t.Fatalf("changeGrant(%q, %q, %v): %v", prefix, rights, grant, err)
+		}
+	}
+	prefixes := func() string {
+		var out []string
+		for _, p := range b.PrefixGrants["K"] {
+			out = append(out, p.Prefix+":"+strings.Join(rightNames(p.Rights), ","))
+		}
+		return strings.Join(out, " ")
+	}
+	step("logs/", "read", true)
+	step("a/", "write", true)
+	step("logs/", "write", true)
+	step("", "read", true)
+	if got := prefixes(); got != "a/:write logs/:read,write" {
+		t.Errorf("after grants: %q", got)
+	}
+	if b.Grants["K"] != (metadata.Rights{Read: true}) {
+		t.Errorf("bucket-wide: %+v", b.Grants["K"])
+	}
+	step("logs/", "read", false)
+	step("a/", "write", false)
+	if got := prefixes(); got != "logs/:write" {
+		t.Errorf("after revokes: %q", got)
+	}
+	step("", "read", false) // the bucket's read only
+	if _, ok := b.Grants["K"]; ok || prefixes() != "logs/:write" {
+		t.Errorf("revoking read on the bucket: %+v %q", b.Grants, prefixes())
+	}
+	step("x/", "", false) // no such prefix: nothing changes
+	if prefixes() != "logs/:write" {
+		t.Errorf("revoking an unknown prefix: %q", prefixes())
+	}
+	step("", "", false) // every right on b, its prefixes' too
+	if len(b.Grants) != 0 || len(b.PrefixGrants) != 0 {
+		t.Errorf("after revoking everything: %+v %+v", b.Grants, b.PrefixGrants)
+	}
+	for i := range maxPrefixGrants {
+		step(fmt.Sprintf("p%03d/", i), "read", true)
+	}
+	if err := changeGrant(b, "K", "one-more/", metadata.Rights{Read: true}, true); err == nil {
+		t.Errorf("grant %d on the %dth prefix accepted", maxPrefixGrants, maxPrefixGrants+1)
+	}
+	step("p000/", "write", true) // a prefix it has: still allowed
+	if err := checkGrantPrefix("ok/"); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"bad\x01", "\xff", strings.Repeat("x", maxKeyLen+1)} {
+		if checkGrantPrefix(bad) == nil {
+			t.Errorf("prefix %q accepted", bad)
+		}
+	}
+}
+
+// BenchmarkScopedRights: what rights on prefixes add to each request's
+// decision, for a key with rights on the whole bucket only and for one
+// with the most prefixes a key may have in a bucket.
+func BenchmarkScopedRights(b *testing.B) {
+	for _, n := range []int{0, maxPrefixGrants} {
+		bucket := &metadata.Bucket{Name: "b", Grants: map[string]metadata.Rights{"K": {Read: true}}}
+		for i := range n {
+			if err := changeGrant(bucket, "K", fmt.Sprintf("team-%03d/", i), metadata.Rights{Write: true}, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+		req := &request{method: "GET", bucket: "b", key: "team-050/some/object.txt", query: url.Values{}, who: principal{accessKey: "K"}}
+		b.Run(fmt.Sprintf("prefixes=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r := scopedRights(req, bucket, "s3:PutObject", req.key, true); !r.Read {
+					b.Fatal("no read right")
+				}
+			}
+		})
 	}
 }

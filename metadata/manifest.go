@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -263,6 +264,12 @@ type Bucket struct {
 	// the same name starts with only its creator's grant. Keys given to
 	// the gateways by flags are administrators and need none.
 	Grants map[string]Rights `json:"grants,omitempty"`
+	// PrefixGrants are rights of stored access keys on the keys of this
+	// bucket that begin with a prefix, by access key ID, sorted by
+	// prefix, one entry per prefix. They are apart from Grants so that a
+	// gateway that does not know them (an older version) sees no right
+	// at all for a key that has only these, never a wider one.
+	PrefixGrants map[string][]PrefixRights `json:"prefix_grants,omitempty"`
 	// Versioning is the bucket's versioning state: empty (never enabled),
 	// VersioningEnabled or VersioningSuspended. Once set it never returns
 	// to empty, as in S3.
@@ -376,6 +383,49 @@ type Rights struct {
 
 // Any reports whether r grants anything.
 func (r Rights) Any() bool { return r.Read || r.Write || r.Owner }
+
+// Union returns the rights r or o grants.
+func (r Rights) Union(o Rights) Rights {
+	return Rights{Read: r.Read || o.Read, Write: r.Write || o.Write, Owner: r.Owner || o.Owner}
+}
+
+// PrefixRights are an access key's rights on the objects of a bucket
+// whose keys begin with Prefix (a literal prefix: "logs/" covers
+// "logs/a" and not "logs", "logs" covers "logsx" too). Owner on a prefix
+// is the owner's object-level calls there (object ACLs, legal holds,
+// bypassing GOVERNANCE retention), never the bucket's configuration.
+type PrefixRights struct {
+	Prefix string `json:"prefix"`
+	Rights
+}
+
+// RightsOn returns the rights access key id has on the objects of b whose
+// keys begin with path: its rights on the whole bucket and those of every
+// prefix grant that path begins with. For an object path is its key; for
+// a listing, the listing's prefix (every key listed begins with it).
+func (b *Bucket) RightsOn(id, path string) Rights {
+	r := b.Grants[id]
+	for _, p := range b.PrefixGrants[id] {
+		if strings.HasPrefix(path, p.Prefix) {
+			r = r.Union(p.Rights)
+		}
+	}
+	return r
+}
+
+// AnyRights reports whether access key id has a right on b or on a
+// prefix of it.
+func (b *Bucket) AnyRights(id string) bool {
+	if b.Grants[id].Any() {
+		return true
+	}
+	for _, p := range b.PrefixGrants[id] {
+		if p.Any() {
+			return true
+		}
+	}
+	return false
+}
 
 // CORSRule is one rule of a bucket's CORS configuration, as S3 has it.
 // Origins and headers may hold one '*' wildcard each.

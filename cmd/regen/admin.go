@@ -39,8 +39,10 @@ func adminCommands() []adminCommand {
 		{"key create", "--name NAME", "a new access key pair; prints its secret key, once (--admin, --create-buckets)", adminKeyCreate},
 		{"key list", "", "every access key and its rights (never a secret)", adminKeyList},
 		{"key grant", "KEY --bucket B --right R", "give KEY (access key or name) read, write or owner on bucket B;\n" +
+			"--prefix P (or --bucket B/P): only on B's keys that begin with P;\n" +
 			"without --bucket: --right admin or create-buckets", adminKeyGrant},
-		{"key revoke", "KEY [--bucket B] [--right R]", "take rights back (every right on B without --right); works within seconds", adminKeyRevoke},
+		{"key revoke", "KEY [--bucket B] [--prefix P] [--right R]", "take rights back (every right on B, its prefixes' too, without --prefix\n" +
+			"and --right); works within seconds", adminKeyRevoke},
 		{"key delete", "KEY", "delete a stored key: every gateway refuses it within seconds", adminKeyDelete},
 	}
 }

@@ -17,7 +17,8 @@ import (
 
 // keyOptions are the options of the `regen admin key` commands.
 type keyOptions struct {
-	name, bucket, right  string
+	name, bucket, prefix string
+	right                string
 	admin, createBuckets bool
 }
 
@@ -29,7 +30,8 @@ func registerKeyOptions(o *optionSet, cmd string, k *keyOptions) {
 		o.Bool(&k.admin, "admin", "", false, "an administrator: every right on every bucket and the operator API")
 		o.Bool(&k.createBuckets, "create-buckets", "", false, "may create buckets (and owns those it creates)")
 	case "key grant", "key revoke":
-		o.String(&k.bucket, "bucket", "", "", "the bucket; without it, --right is admin or create-buckets")
+		o.String(&k.bucket, "bucket", "", "", "the bucket (or BUCKET/PREFIX); without it, --right is admin or create-buckets")
+		o.String(&k.prefix, "prefix", "", "", "only the bucket's objects whose keys begin with this (and listings of them)")
 		o.String(&k.right, "right", "", "", "read, write, owner (comma-separated), or admin / create-buckets without --bucket")
 	}
 }
@@ -108,17 +110,21 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// rightsText lists a key's rights on buckets: "photos:read,write logs:write".
+// rightsText lists a key's rights on buckets, then on prefixes of
+// buckets: "photos:read,write logs:write photos/2024/:owner".
 func rightsText(k gateway.KeyInfo) string {
 	if k.Admin {
 		return "every bucket"
 	}
-	if len(k.Buckets) == 0 {
+	if len(k.Buckets) == 0 && len(k.Prefixes) == 0 {
 		return "-"
 	}
 	var parts []string
 	for _, b := range slices.Sorted(maps.Keys(k.Buckets)) {
 		parts = append(parts, b+":"+strings.Join(k.Buckets[b], ","))
+	}
+	for _, p := range slices.Sorted(maps.Keys(k.Prefixes)) {
+		parts = append(parts, p+":"+strings.Join(k.Prefixes[p], ","))
 	}
 	return strings.Join(parts, " ")
 }
@@ -152,11 +158,17 @@ func adminKeyRights(ctx context.Context, c *adminClient, args []string, w io.Wri
 		verb, method = "revoke", http.MethodDelete
 	}
 	if len(args) != 1 || (c.key.right == "" && (grant || c.key.bucket == "")) {
-		return usageErrorf("usage: regen admin key %s KEY --bucket BUCKET --right read|write|owner   or   regen admin key %s KEY --right admin|create-buckets", verb, verb)
+		return usageErrorf("usage: regen admin key %s KEY --bucket BUCKET[/PREFIX] [--prefix PREFIX] --right read|write|owner   or   regen admin key %s KEY --right admin|create-buckets", verb, verb)
+	}
+	if c.key.prefix != "" && c.key.bucket == "" {
+		return usageErrorf("--prefix needs --bucket")
 	}
 	q := url.Values{"key": {args[0]}, "right": {c.key.right}}
 	if c.key.bucket != "" {
 		q.Set("bucket", c.key.bucket)
+	}
+	if c.key.prefix != "" {
+		q.Set("prefix", c.key.prefix)
 	}
 	var k gateway.KeyInfo
 	if err := c.do(ctx, method, "keys/grant", q, &k); err != nil {

@@ -13,6 +13,7 @@ func FuzzParse(f *testing.F) {
 		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}]}`,
 		`{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Principal":{"AWS":["*"]},"Action":["s3:*"],"Resource":["arn:aws:s3:::site","arn:aws:s3:::site/*"],"Condition":{"Bool":{"aws:SecureTransport":"false"}}}]}`,
 		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:ListBucket","Resource":"arn:aws:s3:::site","Condition":{"StringLike":{"s3:prefix":["public/*"]},"IpAddress":{"aws:SourceIp":"10.0.0.0/8"}}}]}`,
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["arn:aws:iam::000000000000:user/RKALICE","RKBOB"]},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}]}`,
 		`{"Statement":{}}`,
 		`[]`,
 		``,
@@ -28,7 +29,10 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		p.Evaluate(Request{Action: action, Resource: resource, Context: map[string]string{"aws:sourceip": ip, "aws:securetransport": "true", "s3:prefix": resource}})
+		for _, who := range []string{"", "RKBOB"} {
+			p.Evaluate(Request{Principal: who, Action: action, Resource: resource, Context: map[string]string{"aws:sourceip": ip, "aws:securetransport": "true", "s3:prefix": resource}})
+		}
+		p.Principals()
 		p.IsPublic()
 	})
 }

@@ -27,11 +27,15 @@ type Policy struct {
 	Statements []Statement
 }
 
-// Statement is one statement of a policy. Its principal is always
-// everyone (the only one regen supports).
+// Statement is one statement of a policy.
 type Statement struct {
-	Sid        string
-	Deny       bool
+	Sid  string
+	Deny bool
+	// Everyone: the statement applies to every caller, signed or
+	// anonymous (Principal "*"). Otherwise it applies to the signed
+	// callers whose access key ID is in Principals.
+	Everyone   bool
+	Principals []string
 	Actions    []string // patterns, e.g. "s3:Get*"
 	Resources  []string // ARN patterns
 	Conditions []Condition
@@ -63,8 +67,11 @@ func (d Decision) String() string {
 
 // Request is what a policy is evaluated against.
 type Request struct {
-	Action   string // "s3:GetObject"
-	Resource string // "arn:aws:s3:::bucket" or "arn:aws:s3:::bucket/key"
+	// Principal is the access key ID that signed the request; "" for an
+	// anonymous one.
+	Principal string
+	Action    string // "s3:GetObject"
+	Resource  string // "arn:aws:s3:::bucket" or "arn:aws:s3:::bucket/key"
 	// Context holds the condition keys the request has, lower case
 	// ("aws:securetransport" "true"); a key a request lacks is absent.
 	Context map[string]string
@@ -167,7 +174,8 @@ func (rs *rawStatement) parse(bucket string) (Statement, error) {
 	case len(rs.NotResource) > 0:
 		return s, malformed("regen does not support NotResource")
 	}
-	if err := checkPrincipal(rs.Principal); err != nil {
+	var err error
+	if s.Everyone, s.Principals, err = parsePrincipal(rs.Principal); err != nil {
 		return s, err
 	}
 	if err := oneOrMany(rs.Action, &s.Actions); err != nil || len(s.Actions) == 0 {
@@ -198,28 +206,110 @@ func (rs *rawStatement) parse(bucket string) (Statement, error) {
 	return s, nil
 }
 
-// checkPrincipal accepts only everyone: "*" or {"AWS": "*"} (or ["*"]).
-func checkPrincipal(raw json.RawMessage) error {
-	unsupported := malformed(`regen supports only Principal "*" (everyone; regen's access keys have no IAM identities to name)`)
+// UserARNPrefix begins the ARN form of a principal regen accepts:
+// arn:aws:iam::ACCOUNT:user/ACCESS-KEY-ID. regen has one account, so
+// ACCOUNT is not checked (it may be empty); what names the key is its
+// access key ID, never its name: a name may be given again to a new key
+// after the first one is deleted, and must not inherit what a policy
+// granted or denied the first (IAM ties principals to unique IDs for the
+// same reason).
+const UserARNPrefix = "arn:aws:iam::"
+
+// MaxPrincipals bounds the access keys one statement may name.
+const MaxPrincipals = 100
+
+// parsePrincipal reads a statement's Principal: "*" or {"AWS": "*"} for
+// everyone, or {"AWS": ID-or-ARN} / {"AWS": [...]} naming access keys,
+// each as its access key ID or arn:aws:iam::ACCOUNT:user/ID. A list
+// holding "*" is everyone.
+func parsePrincipal(raw json.RawMessage) (everyone bool, keys []string, err error) {
+	const supported = `regen supports Principal "*" (everyone) and {"AWS": [...]} naming access keys by access key ID, plain or as arn:aws:iam::ACCOUNT:user/ACCESS-KEY-ID`
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return malformed("a statement needs a Principal")
+		return false, nil, malformed("a statement needs a Principal")
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		if s != "*" {
-			return unsupported
+			return false, nil, malformed("Principal %q: %s", s, supported)
 		}
-		return nil
+		return true, nil, nil
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil || len(m) != 1 || m["AWS"] == nil {
-		return unsupported
+		return false, nil, malformed("%s", supported)
 	}
 	var list []string
-	if oneOrMany(m["AWS"], &list) != nil || len(list) != 1 || list[0] != "*" {
-		return unsupported
+	if oneOrMany(m["AWS"], &list) != nil || len(list) == 0 {
+		return false, nil, malformed("Principal AWS must be a string or a list of strings")
 	}
-	return nil
+	if len(list) > MaxPrincipals {
+		return false, nil, malformed("a statement may name at most %d principals", MaxPrincipals)
+	}
+	for _, p := range list {
+		if p == "*" {
+			everyone = true
+			continue
+		}
+		id, err := principalKey(p)
+		if err != nil {
+			return false, nil, malformed("Principal %q: %v; %s", p, err, supported)
+		}
+		if !slices.Contains(keys, id) {
+			keys = append(keys, id)
+		}
+	}
+	if everyone {
+		return true, nil, nil
+	}
+	return false, keys, nil
+}
+
+// principalKey returns the access key ID a principal names: the ID
+// itself, or the user name of arn:aws:iam::ACCOUNT:user/ID.
+func principalKey(p string) (string, error) {
+	id := p
+	if rest, ok := strings.CutPrefix(p, UserARNPrefix); ok {
+		account, resource, ok := strings.Cut(rest, ":")
+		if !ok || strings.ContainsAny(account, "/*?") {
+			return "", errors.New("not an IAM ARN")
+		}
+		if id, ok = strings.CutPrefix(resource, "user/"); !ok {
+			return "", errors.New("only user/ARNs name a key (an account, role or group has no access keys in regen)")
+		}
+	} else if strings.HasPrefix(p, "arn:") {
+		return "", errors.New("not an arn:aws:iam:: ARN")
+	}
+	if !validKeyID(id) {
+		return "", fmt.Errorf("%q is not an access key ID (1 to 128 letters, digits and ._-@+=,)", id)
+	}
+	return id, nil
+}
+
+// validKeyID reports whether id can be an access key ID: regen's own
+// (20 letters and digits) and configured ones, which are what the
+// operator chose (regenadmin, an e-mail address). No wildcards: a
+// principal names keys exactly.
+func validKeyID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@+=,", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Principals returns every access key ID the policy names, sorted, each
+// once: the caller checks that they exist.
+func (p *Policy) Principals() []string {
+	var out []string
+	for _, s := range p.Statements {
+		out = append(out, s.Principals...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func checkAction(a string) error {
@@ -328,6 +418,9 @@ func (p *Policy) Evaluate(r Request) Decision {
 }
 
 func (s *Statement) applies(r Request) bool {
+	if !s.Everyone && (r.Principal == "" || !slices.Contains(s.Principals, r.Principal)) {
+		return false
+	}
 	if !slices.ContainsFunc(s.Actions, func(a string) bool { return a == "*" || match(a, r.Action, true) }) {
 		return false
 	}
@@ -400,10 +493,11 @@ func match(pattern, s string, foldCase bool) bool {
 }
 
 // IsPublic reports whether the policy grants anything to everyone without
-// restricting the callers' addresses (S3's GetBucketPolicyStatus).
+// restricting the callers' addresses (S3's GetBucketPolicyStatus). A
+// statement naming access keys grants nothing to the public.
 func (p *Policy) IsPublic() bool {
 	for _, s := range p.Statements {
-		if s.Deny {
+		if s.Deny || !s.Everyone {
 			continue
 		}
 		restricted := slices.ContainsFunc(s.Conditions, func(c Condition) bool { return c.Key == "aws:sourceip" && c.Op == "IpAddress" })

@@ -2,6 +2,8 @@ package s3policy
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -93,7 +95,16 @@ func TestParseRefuses(t *testing.T) {
 		{`{"Version":"2012-10-17"}`, "at least one Statement"},
 		{`{"Version":"2012-10-17","Statement":[{` + ok + `}],"Extra":1}`, "not a policy document"},
 		{stmt(`{"Effect":"Maybe","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "Effect"},
-		{stmt(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:user/bob"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "Principal"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "only user/"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:role/r"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "only user/"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:user/dev/bob"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "not an access key ID"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:sts::123456789012:assumed-role/r/s"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "not an arn:aws:iam"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::*:user/bob"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "not an IAM ARN"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":"RK*"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "not an access key ID"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":[]},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "Principal AWS"},
+		{stmt(`{"Effect":"Allow","Principal":"RKQIRRF5PJGPSYIN4U74","Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "Principal"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":"RK1","CanonicalUser":"x"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "Principal"},
+		{stmt(`{"Effect":"Allow","Principal":{"AWS":[` + strings.Repeat(`"k",`, MaxPrincipals) + `"k"]},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "at most"},
 		{stmt(`{"Effect":"Allow","Principal":{"Service":"*"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "Principal"},
 		{stmt(`{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "needs a Principal"},
 		{stmt(`{"Effect":"Allow","NotPrincipal":"*","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}`), "NotPrincipal"},
@@ -130,6 +141,45 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
+// TestPrincipals: statements naming access keys apply to the requests
+// those keys sign, and to no other caller (anonymous ones included);
+// "*" beside them is everyone.
+func TestPrincipals(t *testing.T) {
+	p := mustParse(t, `{"Version":"2012-10-17","Statement":[
+		{"Effect":"Allow","Principal":{"AWS":["arn:aws:iam::000000000000:user/RKALICE","RKBOB"]},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/team/*"},
+		{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam:::user/RKCAROL"},"Action":"s3:ListBucket","Resource":"arn:aws:s3:::site",
+		 "Condition":{"StringLike":{"s3:prefix":"team/*"}}},
+		{"Effect":"Deny","Principal":{"AWS":"RKBOB"},"Action":"s3:*","Resource":"arn:aws:s3:::site/team/secret/*"},
+		{"Effect":"Allow","Principal":{"AWS":["RKDAVE","*"]},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/public/*"}]}`)
+	if got := p.Principals(); !slices.Equal(got, []string{"RKALICE", "RKBOB", "RKCAROL"}) {
+		t.Errorf("Principals() = %q", got)
+	}
+	as := func(who string, r Request) Request { r.Principal = who; return r }
+	obj := func(k string) string { return "arn:aws:s3:::site/" + k }
+	for _, c := range []struct {
+		name string
+		r    Request
+		want Decision
+	}{
+		{"named by ARN", as("RKALICE", req("s3:GetObject", obj("team/a"))), Allow},
+		{"named by ID", as("RKBOB", req("s3:GetObject", obj("team/a"))), Allow},
+		{"another key", as("RKEVE", req("s3:GetObject", obj("team/a"))), NoMatch},
+		{"anonymous", req("s3:GetObject", obj("team/a")), NoMatch},
+		{"IDs are case-sensitive", as("rkalice", req("s3:GetObject", obj("team/a"))), NoMatch},
+		{"outside the resource", as("RKALICE", req("s3:GetObject", obj("other/a"))), NoMatch},
+		{"the deny names bob", as("RKBOB", req("s3:GetObject", obj("team/secret/x"))), Deny},
+		{"and not alice", as("RKALICE", req("s3:GetObject", obj("team/secret/x"))), Allow},
+		{"listing with a condition", as("RKCAROL", req("s3:ListBucket", "arn:aws:s3:::site", "s3:prefix", "team/x")), Allow},
+		{"listing outside the condition", as("RKCAROL", req("s3:ListBucket", "arn:aws:s3:::site", "s3:prefix", "x")), NoMatch},
+		{"listing, another key", as("RKALICE", req("s3:ListBucket", "arn:aws:s3:::site", "s3:prefix", "team/x")), NoMatch},
+		{"* beside a key is everyone", req("s3:GetObject", obj("public/a")), Allow},
+	} {
+		if got := p.Evaluate(c.r); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestIsPublic(t *testing.T) {
 	for doc, want := range map[string]bool{
 		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}]}`: true,
@@ -137,6 +187,8 @@ func TestIsPublic(t *testing.T) {
 			"Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"}}}]}`: false,
 		`{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::site/*",
 			"Condition":{"Bool":{"aws:SecureTransport":"false"}}}]}`: false,
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"RKALICE"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}]}`:       false,
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["RKALICE","*"]},"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/*"}]}`: true,
 	} {
 		if got := mustParse(t, doc).IsPublic(); got != want {
 			t.Errorf("%s: public %v, want %v", doc, got, want)
@@ -156,5 +208,35 @@ func TestMatch(t *testing.T) {
 		if got := match(c.p, c.s, false); got != c.want {
 			t.Errorf("match(%q, %q) = %v", c.p, c.s, got)
 		}
+	}
+}
+
+// BenchmarkEvaluate: a policy's decision for one request, with a
+// statement for everyone and with one naming the most keys a statement
+// may name (the caller last among them).
+func BenchmarkEvaluate(b *testing.B) {
+	keys := make([]string, MaxPrincipals)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`"RK%018d"`, i)
+	}
+	for name, principal := range map[string]string{
+		"everyone": `"*"`,
+		"100-keys": `{"AWS":[` + strings.Join(keys, ",") + `]}`,
+	} {
+		p, err := Parse([]byte(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":`+principal+
+			`,"Action":"s3:GetObject","Resource":"arn:aws:s3:::site/team/*"}]}`), "site")
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := req("s3:GetObject", "arn:aws:s3:::site/team/a.txt")
+		r.Principal = fmt.Sprintf("RK%018d", MaxPrincipals-1)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if p.Evaluate(r) != Allow {
+					b.Fatal("not allowed")
+				}
+			}
+		})
 	}
 }

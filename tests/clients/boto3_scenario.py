@@ -2,7 +2,8 @@
 listing with pagination, copy, multi-delete, presigned GET and PUT,
 conditional write, checksums, GET by part number, metadata names,
 version listings, url-encoded listings, object attributes, public-read
-with anonymous reads, ownership controls, and refused sub-resources and
+with anonymous reads, ownership controls, a key with rights on a prefix
+and a policy naming it, and refused sub-resources and
 encryption (SSE-S3, SSE-C; SSE-KMS refused), versioning (old
 versions, delete markers, version listings) and object lock (retention,
 legal hold, locked versions refused deletion) against a running regen.
@@ -176,6 +177,50 @@ def policy(s3, endpoint, bucket):
     s3.delete_bucket_policy(Bucket=bucket)
     check(error_code(lambda: s3.get_bucket_policy(Bucket=bucket)) == "NoSuchBucketPolicy", "delete_bucket_policy")
     check(anonymous(endpoint + "/%s/www/index.html" % bucket)[0] == 403, "private again without the policy")
+
+
+def prefix_rights(s3, endpoint, work):
+    """A stored key with rights on one prefix (made with `regen admin`, the
+    binary run.sh built): allowed inside it, 403 outside it, listings of
+    the whole bucket included; a bucket policy naming the key by ARN gives
+    it another prefix, and anonymous callers nothing."""
+    import json
+    import subprocess
+    bucket = "boto3-team"
+    s3.create_bucket(Bucket=bucket)
+    for k in ["mine/a.txt", "theirs/b.txt", "granted/c.txt"]:
+        s3.put_object(Bucket=bucket, Key=k, Body=k.encode())
+    env = dict(os.environ, REGEN_ENDPOINT=endpoint)
+    regen = [os.path.join(work, "bin", "regen"), "admin"]
+    key = json.loads(subprocess.run(regen + ["key", "create", "--name", "boto3-prefix", "--json"],
+                                    env=env, check=True, capture_output=True, text=True).stdout)
+    out = subprocess.run(regen + ["key", "grant", "boto3-prefix", "--bucket", bucket + "/mine/", "--right", "read,write"],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    check(bucket + "/mine/:read,write" in out, "key grant on a prefix: " + out.strip())
+    k = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                     aws_access_key_id=key["access_key"], aws_secret_access_key=key["secret_key"],
+                     config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+    check(k.get_object(Bucket=bucket, Key="mine/a.txt")["Body"].read() == b"mine/a.txt", "prefix key reads inside its prefix")
+    k.put_object(Bucket=bucket, Key="mine/new.txt", Body=b"new")
+    got = [o["Key"] for o in k.list_objects_v2(Bucket=bucket, Prefix="mine/")["Contents"]]
+    check(got == ["mine/a.txt", "mine/new.txt"], "prefix key lists its prefix: %r" % got)
+    check(error_code(lambda: k.get_object(Bucket=bucket, Key="theirs/b.txt")) == "AccessDenied", "prefix key refused outside")
+    check(error_code(lambda: k.put_object(Bucket=bucket, Key="theirs/x", Body=b"x")) == "AccessDenied", "prefix key cannot write outside")
+    check(error_code(lambda: k.list_objects_v2(Bucket=bucket)) == "AccessDenied", "prefix key cannot list the whole bucket")
+    check(error_code(lambda: k.list_objects_v2(Bucket=bucket, Prefix="theirs/")) == "AccessDenied", "prefix key cannot list another prefix")
+    check(error_code(lambda: k.get_object(Bucket=bucket, Key="granted/c.txt")) == "AccessDenied", "no right on granted/ before the policy")
+    doc = json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": ["arn:aws:iam::000000000000:user/" + key["access_key"]]},
+        "Action": "s3:GetObject", "Resource": "arn:aws:s3:::%s/granted/*" % bucket}]})
+    s3.put_bucket_policy(Bucket=bucket, Policy=doc)
+    check(k.get_object(Bucket=bucket, Key="granted/c.txt")["Body"].read() == b"granted/c.txt", "a policy naming the key lets it read")
+    check(anonymous(endpoint + "/%s/granted/c.txt" % bucket)[0] == 403, "the policy naming a key gives anonymous callers nothing")
+    check(s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"]["IsPublic"] is False, "a policy naming keys is not public")
+    subprocess.run(regen + ["key", "delete", "boto3-prefix"], env=env, check=True, capture_output=True)
+    s3.delete_bucket_policy(Bucket=bucket)
+    for o in s3.list_objects_v2(Bucket=bucket)["Contents"]:
+        s3.delete_object(Bucket=bucket, Key=o["Key"])
+    s3.delete_bucket(Bucket=bucket)
 
 
 def encryption(s3, bucket):
@@ -363,6 +408,7 @@ def main():
     tagging(s3, bucket)
     cors(s3, endpoint, bucket)
     policy(s3, endpoint, bucket)
+    prefix_rights(s3, endpoint, work)
     encryption(s3, bucket)
     versioning(s3)
     object_lock(s3)
