@@ -150,6 +150,47 @@ func (s *Store) DoneTombstones(ctx context.Context, done []TombstoneJob, next []
 // as it is, so the call is idempotent and never takes away a version a
 // reader could count.
 func (s *Store) RemoveTombstone(ctx context.Context, bucket, key string, v Version) (bool, error) {
+	return s.removeTombstone(ctx, pebble.Sync, bucket, key, v)
+}
+
+// TombstoneRef names one tombstone of a bucket: its key and version.
+type TombstoneRef struct {
+	Key     string
+	Version Version
+}
+
+// RemoveTombstones is RemoveTombstone for many tombstones of bucket, with
+// one sync for them all instead of one each: removed[i] tells of refs[i].
+// Each removal is judged and written under its key's lock, as alone; all
+// are durable when it returns. On an error the removals before it stand
+// (in pebble's log, synced by the next synced write), which a later check
+// finds done.
+func (s *Store) RemoveTombstones(ctx context.Context, bucket string, refs []TombstoneRef) ([]bool, error) {
+	removed := make([]bool, len(refs))
+	for i, r := range refs {
+		ok, err := s.removeTombstone(ctx, pebble.NoSync, bucket, r.Key, r.Version)
+		if err != nil {
+			return nil, err
+		}
+		removed[i] = ok
+	}
+	if err := s.syncLog(); err != nil {
+		return nil, err
+	}
+	return removed, nil
+}
+
+// syncLog makes every write committed so far durable: pebble's log is
+// one file synced in order, so syncing it now covers earlier unsynced
+// commits.
+func (s *Store) syncLog() error {
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("metadata: sync: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) removeTombstone(ctx context.Context, opts *pebble.WriteOptions, bucket, key string, v Version) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -162,7 +203,7 @@ func (s *Store) RemoveTombstone(ctx context.Context, bucket, key string, v Versi
 	if cur.Version != v || !Collectable(cur) || len(prev) > 0 {
 		return false, nil
 	}
-	if err := s.writeVersions(bucket, key, cur, nil, nil, nil); err != nil {
+	if err := s.writeVersionsWith(opts, bucket, key, cur, nil, nil, nil, PutResult{}, nil); err != nil {
 		return false, err
 	}
 	s.mu.Lock()

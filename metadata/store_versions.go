@@ -111,6 +111,20 @@ func (s *Store) Versions(ctx context.Context, bucket, key string) (cur *Manifest
 // holders and the version would be unreadable until a scan finished the
 // switch.
 func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Version, seen func(*Manifest) bool) ([]*Manifest, error) {
+	return s.dropPrevious(ctx, pebble.Sync, bucket, key, upTo, seen)
+}
+
+// DropPreviousNoSync is DropPrevious without a sync of its own, for a
+// caller that drops the previous versions of many keys and then makes
+// one synced write (DoneConfirms) before it counts on any of them: the
+// change is in pebble's log at once, so a process crash keeps it, and a
+// machine crash before that sync loses it, which leaves the versions
+// kept and their confirm job queued (the safe side: it runs again).
+func (s *Store) DropPreviousNoSync(ctx context.Context, bucket, key string, upTo Version, seen func(*Manifest) bool) ([]*Manifest, error) {
+	return s.dropPrevious(ctx, pebble.NoSync, bucket, key, upTo, seen)
+}
+
+func (s *Store) dropPrevious(ctx context.Context, opts *pebble.WriteOptions, bucket, key string, upTo Version, seen func(*Manifest) bool) ([]*Manifest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -132,7 +146,7 @@ func (s *Store) DropPrevious(ctx context.Context, bucket, key string, upTo Versi
 	if len(dropped) == 0 {
 		return nil, nil
 	}
-	if err := s.writeVersions(bucket, key, cur, prev, cur, keep); err != nil {
+	if err := s.writeVersionsWith(opts, bucket, key, cur, prev, cur, keep, PutResult{}, nil); err != nil {
 		return nil, err
 	}
 	return dropped, nil
@@ -366,6 +380,13 @@ func (s *Store) writeVersions(bucket, key string, oldCur *Manifest, oldPrev []*M
 // writeVersionsQueued is writeVersions that also queues, in the same
 // batch, the jobs jobs (nil: none) returns for res.
 func (s *Store) writeVersionsQueued(bucket, key string, oldCur *Manifest, oldPrev []*Manifest, newCur *Manifest, newPrev []*Manifest, res PutResult, jobs PutJobs) error {
+	return s.writeVersionsWith(pebble.Sync, bucket, key, oldCur, oldPrev, newCur, newPrev, res, jobs)
+}
+
+// writeVersionsWith is writeVersionsQueued committed with opts: unsynced
+// (pebble.NoSync) for the batched callers that sync once for many keys
+// (syncLog) before they answer.
+func (s *Store) writeVersionsWith(opts *pebble.WriteOptions, bucket, key string, oldCur *Manifest, oldPrev []*Manifest, newCur *Manifest, newPrev []*Manifest, res PutResult, jobs PutJobs) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	fail := func(err error) error { return fmt.Errorf("metadata: write versions of %s/%s: %w", bucket, key, err) }
@@ -470,7 +491,7 @@ func (s *Store) writeVersionsQueued(bucket, key string, oldCur *Manifest, oldPre
 			tombJob = true
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(opts); err != nil {
 		return fail(err)
 	}
 	s.mu.Lock()
@@ -603,6 +624,35 @@ func (s *Store) DueConfirms(ctx context.Context, now time.Time, limit int) ([]Co
 		return nil, fmt.Errorf("metadata: due confirms: %w", err)
 	}
 	return out, nil
+}
+
+// DoneConfirms removes done from the queue and queues next (retries,
+// with their new Due) in one synced batch, so a crash repeats a job
+// rather than losing it, and one sync serves a whole round of jobs (and
+// makes their unsynced DropPreviousNoSync writes durable: pebble's log is
+// synced in order).
+func (s *Store) DoneConfirms(ctx context.Context, done, next []ConfirmJob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	// NB: deletes first: in a batch the later write of a key wins, so a
+	// retry that lands on its own job's key stays queued.
+	for _, j := range done {
+		if err := b.Delete(confirmKey(j), nil); err != nil {
+			return fmt.Errorf("metadata: done confirm: %w", err)
+		}
+	}
+	for _, j := range next {
+		if err := setJSON(b, confirmKey(j), j); err != nil {
+			return fmt.Errorf("metadata: requeue confirm: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("metadata: done confirms: %w", err)
+	}
+	return nil
 }
 
 // DoneConfirm removes jobs from the queue.

@@ -342,6 +342,8 @@ func (s *Server) checkTombstones(ctx context.Context, bucket string, ts []*metad
 		})
 	}
 	wg.Wait()
+	var here []metadata.TombstoneRef
+	var hereOf []*metadata.Manifest
 	for i, t := range ts {
 		if out[t] != tombCollect {
 			continue
@@ -350,17 +352,27 @@ func (s *Server) checkTombstones(ctx context.Context, bucket string, ts []*metad
 			out[t] = tombBlocked
 			continue
 		}
-		// NB: a holder that removed nothing had something else by then (a
-		// newer write): nothing to do there. Here, the same holds.
-		removed, err := s.meta.RemoveTombstone(ctx, t.Bucket, t.Key, t.Version)
+		here = append(here, metadata.TombstoneRef{Key: t.Key, Version: t.Version})
+		hereOf = append(hereOf, t)
+	}
+	if len(here) == 0 {
+		return out
+	}
+	// NB: a holder that removed nothing had something else by then (a
+	// newer write): nothing to do there. Here, the same holds. One sync
+	// for the lot.
+	removed, err := s.meta.RemoveTombstones(ctx, bucket, here)
+	for n, t := range hereOf {
 		switch {
 		case err != nil:
-			s.log.Error("tombstones: remove here", "bucket", t.Bucket, "key", t.Key, "err", err)
 			out[t] = tombBlocked
-		case !removed:
+		case !removed[n]:
 			// Something arrived meanwhile: the next run looks again.
 			out[t] = tombWait
 		}
+	}
+	if err != nil {
+		s.log.Error("tombstones: remove here", "bucket", bucket, "tombstones", len(here), "err", err)
 	}
 	return out
 }
@@ -393,14 +405,15 @@ func (s *Server) removeTombstones(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: a bucket and at most %d tombstones", shardrpc.ErrBadRequest, shardrpc.MaxBatch))
 		return
 	}
-	out := shardrpc.RemoveTombstonesResponse{Removed: make([]bool, len(req.Tombstones))}
+	refs := make([]metadata.TombstoneRef, len(req.Tombstones))
 	for i, ref := range req.Tombstones {
-		removed, err := s.meta.RemoveTombstone(r.Context(), req.Bucket, ref.Key, ref.Version)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		out.Removed[i] = removed
+		refs[i] = metadata.TombstoneRef{Key: ref.Key, Version: ref.Version}
 	}
-	shardrpc.WriteJSON(w, http.StatusOK, out)
+	// NB: one sync for the batch, not one per tombstone.
+	removed, err := s.meta.RemoveTombstones(r.Context(), req.Bucket, refs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.RemoveTombstonesResponse{Removed: removed})
 }
