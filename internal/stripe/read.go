@@ -76,14 +76,17 @@ func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	r := &reader{p: p, shards: shards, geo: Geometry(p.Code, p.ChunkSize), bad: map[int]error{}, slow: map[int]bool{}}
+	full := int64(p.Code.DataShards()) * p.ChunkSize
+	first, last := off/full, (off+length-1)/full
+	r := &reader{p: p, shards: shards, geo: Geometry(p.Code, p.ChunkSize), bad: map[int]error{}, slow: map[int]bool{},
+		ctx: ctx, off: off, length: length, first: first, last: last}
+	r.initStreams()
+	defer r.closeStreams()
 	for i, t := range p.Targets {
 		if t.Addr == "" {
 			r.bad[i] = errors.New("server not reachable")
 		}
 	}
-	full := int64(p.Code.DataShards()) * p.ChunkSize
-	first, last := off/full, (off+length-1)/full
 
 	type result struct {
 		data    [][]byte // the range's bytes, in order
@@ -94,13 +97,7 @@ func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w
 	go func() {
 		defer close(results)
 		for s := first; s <= last; s++ {
-			a, b := int64(0), full
-			if s == first {
-				a = off - s*full
-			}
-			if s == last {
-				b = off + length - s*full
-			}
+			a, b := r.rangeOf(s)
 			ch := make(chan result, 1)
 			select {
 			case results <- ch:
@@ -114,8 +111,12 @@ func Read(ctx context.Context, shards Shards, p ReadParams, off, length int64, w
 				ch <- result{err: err}
 				return
 			}
+			r.launched(s)
 			go func() {
 				data, release, err := r.fetch(ctx, s, a, b)
+				// NB: before anything else: later stripes may be waiting
+				// for this one to give up its place in a shard's stream.
+				r.stripeDone(s)
 				if err != nil {
 					free()
 					ch <- result{err: err}
@@ -155,6 +156,10 @@ type reader struct {
 	p      ReadParams
 	shards Shards
 	geo    metadata.StripeGeometry
+	// ctx is the whole read's: shard streams live as long as it.
+	ctx context.Context
+	// The read's range, and its first and last stripe.
+	off, length, first, last int64
 
 	mu  sync.Mutex
 	bad map[int]error // shards that failed during this read
@@ -163,6 +168,27 @@ type reader struct {
 	slow map[int]bool
 	// lat are recent shard fetch latencies (the hedge delay's median).
 	lat []time.Duration
+
+	// Shard streams (shardstream.go), under mu.
+	streams []*shardStream // per shard: its open stream, if any
+	busy    []bool         // per shard: a stripe is reading its stream
+	turns   []stripeTurns  // per stripe of the read, from first
+	oldest  int64          // index in turns of the oldest stripe not done
+	changed chan struct{}  // closed (and replaced) when any of the above changes
+	closed  bool           // the read is over: streams are closed once free
+}
+
+// rangeOf returns the bytes [a, b) of stripe s's data the read covers.
+func (r *reader) rangeOf(s int64) (a, b int64) {
+	full := int64(r.p.Code.DataShards()) * r.p.ChunkSize
+	a, b = 0, full
+	if s == r.first {
+		a = r.off - s*full
+	}
+	if s == r.last {
+		b = r.off + r.length - s*full
+	}
+	return a, b
 }
 
 // hedgeDelay returns how long to wait for needed shards before asking
@@ -329,15 +355,24 @@ func (r *reader) gather(ctx context.Context, s, base, lo, hi int64, need []bool,
 		d   time.Duration
 	}
 	arrivals := make(chan arrival, n)
+	// started gets one value per shard whose stream reached this stripe.
+	started := make(chan struct{}, n)
 	asked := make([]bool, n)
 	outstanding := 0
 	ask := func(i int) {
 		asked[i] = true
 		outstanding++
 		go func() {
-			t0 := time.Now()
-			buf, err := r.fetchOne(ctx, i, base+lo, hi-lo)
-			arrivals <- arrival{i, buf, err, time.Since(t0)}
+			var t0 time.Time
+			buf, err := r.readShard(ctx, s, i, base+lo, hi-lo, func() {
+				t0 = time.Now()
+				started <- struct{}{}
+			})
+			d := time.Duration(0)
+			if !t0.IsZero() {
+				d = time.Since(t0)
+			}
+			arrivals <- arrival{i, buf, err, d}
 		}()
 	}
 	// next returns a shard not yet asked for and not failed, data shards
@@ -393,17 +428,23 @@ func (r *reader) gather(ctx context.Context, s, base, lo, hi int64, need []bool,
 		}
 		return true
 	}
+	// The hedge delay runs from when the first of this stripe's shard
+	// reads begins: a stream serves the stripes before this one first, and
+	// waiting for them is no sign of a slow server.
 	var hedge <-chan time.Time
-	if d := r.hedgeDelay(); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		hedge = t.C
-	}
+	delay := r.hedgeDelay()
 	for !done() {
 		if outstanding == 0 {
 			return fetched, nil // nobody left to ask: the caller reports it
 		}
 		select {
+		case <-started:
+			if delay > 0 {
+				t := time.NewTimer(delay)
+				defer t.Stop()
+				hedge = t.C
+				delay = 0 // once per stripe
+			}
 		case a := <-arrivals:
 			outstanding--
 			if a.err != nil {
@@ -425,7 +466,9 @@ func (r *reader) gather(ctx context.Context, s, base, lo, hi int64, need []bool,
 				}
 				continue
 			}
-			r.noteLatency(a.d)
+			if a.d > 0 {
+				r.noteLatency(a.d)
+			}
 			cols[a.i] = a.buf
 			fetched++
 		case <-hedge:

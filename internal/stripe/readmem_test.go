@@ -41,13 +41,15 @@ func TestReadMemoryBound(t *testing.T) {
 	if _, err := Write(context.Background(), mem, WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: tg, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
-	mem.fault(func(m *memShards) { m.gets = 0 })
+	mem.fault(func(m *memShards) { m.served = 0 })
 	budget := NewReadMemory(2 * stripeCost)
 	p := ReadParams{Code: code, ChunkSize: chunk, FileID: "f", Size: int64(len(data)), Targets: tg, Memory: budget}
-	gets := func() int {
+	// NB: bytes read, not requests: a read streams each shard across its
+	// stripes.
+	served := func() int64 {
 		mem.mu.Lock()
 		defer mem.mu.Unlock()
-		return mem.gets
+		return mem.served
 	}
 
 	gate := make(chan struct{})
@@ -60,12 +62,12 @@ func TestReadMemoryBound(t *testing.T) {
 	}
 	// Two stripes (6 shards each) fit; the reads stop there.
 	deadline := time.Now().Add(10 * time.Second)
-	for gets() < 12 && time.Now().Before(deadline) {
+	for served() < 2*stripeCost && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // room for a fetch past the budget, if any
-	if n := gets(); n != 12 {
-		t.Fatalf("three reads whose clients read nothing fetched %d shards, want 12 (two stripes of budget)", n)
+	if n := served(); n != 2*stripeCost {
+		t.Fatalf("three reads whose clients read nothing fetched %d shard bytes, want %d (two stripes of budget)", n, 2*stripeCost)
 	}
 	if budget.sem.TryAcquire(1) {
 		t.Fatal("the budget is not spent while two stripes wait for their clients")
