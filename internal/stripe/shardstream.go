@@ -201,6 +201,7 @@ func (r *reader) readShard(ctx context.Context, s int64, i int, off, length int6
 			if rc != nil {
 				rc.Close()
 			}
+			r.failedTurn(ctx, i, err)
 			r.endTurn(s, i, nil)
 			if err == nil {
 				err = ctx.Err()
@@ -222,6 +223,7 @@ func (r *reader) readShard(ctx context.Context, s int64, i int, off, length int6
 	if err != nil {
 		putBuf(buf)
 		st.close()
+		r.failedTurn(ctx, i, err)
 		r.endTurn(s, i, nil)
 		return nil, fmt.Errorf("reading shard %d: %w", i, err)
 	}
@@ -242,4 +244,13 @@ func (r *reader) badErr(i int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.bad[i]
+}
+
+// failedTurn marks shard i bad after err, unless the stripe called the
+// read off. NB: before the turn passes on: the next stripe must not open
+// the failed server's stream again (its gather marks it too, but later).
+func (r *reader) failedTurn(ctx context.Context, i int, err error) {
+	if err != nil && ctx.Err() == nil {
+		r.markBad(i, err)
+	}
 }
