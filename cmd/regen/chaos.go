@@ -142,7 +142,7 @@ func runChaos(ctx context.Context, args []string, stdout io.Writer) error {
 		printChaos(stdout, res)
 	}
 	if failed {
-		return fmt.Errorf("%d of %d keys violated linearizability or durability (seed %d); report in %s", res.Violations, res.Keys, res.Seed, res.ReportDir)
+		return fmt.Errorf("%d of %d keys violated linearizability or durability, %d listing findings (seed %d); report in %s", res.Violations, res.Keys, res.ListMissing+res.ListDeleted, res.Seed, res.ReportDir)
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func chaosRecheck(f chaosFlags, stdout io.Writer) error {
 		printChaos(stdout, res)
 	}
 	if res.Failed() {
-		return fmt.Errorf("%d of %d keys violated linearizability or durability", res.Violations, res.Keys)
+		return fmt.Errorf("%d of %d keys violated linearizability or durability, %d listing findings", res.Violations, res.Keys, res.ListMissing+res.ListDeleted)
 	}
 	return nil
 }
@@ -206,6 +206,9 @@ func chaosJSON(r chaos.RunResult) any {
 		Conflicts      int             `json:"conflicts"`
 		Unreadable     int             `json:"unreadable"`
 		Unknown        int             `json:"unknown"`
+		Listings       int             `json:"listings"`
+		ListMissing    int             `json:"list_missing"`
+		ListDeleted    int             `json:"list_deleted"`
 		Keys           int             `json:"keys"`
 		Refused        int64           `json:"refused"`
 		Faults         int             `json:"faults"`
@@ -218,7 +221,7 @@ func chaosJSON(r chaos.RunResult) any {
 		ReportDir      string          `json:"report_dir,omitempty"`
 		Findings       []chaos.Finding `json:"findings,omitempty"`
 	}{r.Ops, r.Acked, r.Report.Failed, r.Lost, r.Stale, r.Resurrected, r.Violations, r.MaxHealSeconds, r.Seed, r.Duration,
-		r.Corrupt, r.Conflicts, r.Unreadable, r.Unknown, r.Keys, r.Refused, r.Faults, r.Heals, r.HealTimeouts, r.FinalHealSeconds,
+		r.Corrupt, r.Conflicts, r.Unreadable, r.Unknown, r.Listings, r.ListMissing, r.ListDeleted, r.Keys, r.Refused, r.Faults, r.Heals, r.HealTimeouts, r.FinalHealSeconds,
 		r.TombstonesCollected, r.Illegal, r.Visualizations, r.ReportDir, r.Findings}
 }
 
@@ -227,6 +230,7 @@ func printChaos(w io.Writer, r chaos.RunResult) {
 	fmt.Fprintf(w, "  lost %d  stale %d  resurrected %d  corrupt %d  conflicts %d  unreadable %d\n",
 		r.Lost, r.Stale, r.Resurrected, r.Corrupt, r.Conflicts, r.Unreadable)
 	fmt.Fprintf(w, "  violations %d of %d keys (undecided: %d)\n", r.Violations, r.Keys, r.Unknown)
+	fmt.Fprintf(w, "  listings %d: keys missing %d, deleted keys shown %d\n", r.Listings, r.ListMissing, r.ListDeleted)
 	final := fmt.Sprintf("%.1fs", r.FinalHealSeconds)
 	if r.FinalHealSeconds < 0 {
 		final = "not redundant in time"
@@ -250,7 +254,7 @@ func printChaos(w io.Writer, r chaos.RunResult) {
 		fmt.Fprintf(w, "  history, nemesis log and findings in %s\n", r.ReportDir)
 	}
 	if !r.Failed() {
-		fmt.Fprintln(w, "  PASS: every key linearizable, nothing lost, stale or resurrected")
+		fmt.Fprintln(w, "  PASS: every key linearizable, nothing lost, stale or resurrected, every listing sound")
 	}
 }
 

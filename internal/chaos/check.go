@@ -83,6 +83,11 @@ type Report struct {
 	Corrupt     int `json:"corrupt"`
 	Conflicts   int `json:"conflicts"`
 	Unreadable  int `json:"unreadable"`
+	// Listings counts the successful listings judged; ListMissing and
+	// ListDeleted their findings (see checkListings).
+	Listings    int `json:"listings"`
+	ListMissing int `json:"list_missing"`
+	ListDeleted int `json:"list_deleted"`
 	// Violations counts the keys whose history is not linearizable (or
 	// has a finding); Unknown those porcupine could not decide in time
 	// and no witness rule convicted.
@@ -120,7 +125,24 @@ func Check(ops []Op, opt CheckOptions) Report {
 		}
 	}
 	horizon += time.Second
-	m, keys := byKey(ops)
+	var keyOps []Op
+	for _, o := range ops {
+		switch {
+		case o.Kind != List:
+			keyOps = append(keyOps, o)
+		case o.Result == OK:
+			r.Listings++
+		}
+	}
+	for _, f := range checkListings(ops) {
+		if f.Kind == ListMissing {
+			r.ListMissing++
+		} else {
+			r.ListDeleted++
+		}
+		r.Findings = append(r.Findings, f)
+	}
+	m, keys := byKey(keyOps)
 	r.Keys = len(keys)
 	for _, key := range keys {
 		kops := m[key]

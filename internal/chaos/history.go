@@ -19,6 +19,10 @@ const (
 	Get
 	Head
 	Delete
+	// List is a ListObjectsV2 of one bucket (Op.Key is "bucket/"): its
+	// keys and common prefixes are in Op.Listed, judged by checkListings,
+	// not by the per-key register.
+	List
 )
 
 // String names the kind as HTTP does.
@@ -32,6 +36,8 @@ func (k Kind) String() string {
 		return "HEAD"
 	case Delete:
 		return "DELETE"
+	case List:
+		return "LIST"
 	}
 	return fmt.Sprintf("Kind(%d)", k)
 }
@@ -102,6 +108,12 @@ type Op struct {
 	End   time.Duration `json:"end"`
 	// Final marks the durability reads made after the nemesis healed.
 	Final bool `json:"final,omitempty"`
+	// Delimiter is a LIST's delimiter ("" for a recursive listing), and
+	// Listed what it returned: keys as "bucket/key", common prefixes as
+	// "bucket/prefix" (the workload's delimiter makes prefixes that are
+	// never keys).
+	Delimiter string   `json:"delimiter,omitempty"`
+	Listed    []string `json:"listed,omitempty"`
 }
 
 // String is one line: client, gateway, operation, result, interval.
@@ -116,9 +128,15 @@ func (o Op) String() string {
 	if o.Kind == Put {
 		s += " " + short(o.Value)
 	}
+	if o.Kind == List && o.Delimiter != "" {
+		s += " delimiter " + o.Delimiter
+	}
 	s += " -> " + o.Result.String()
 	if (o.Kind == Get || o.Kind == Head) && o.Result == OK {
 		s += " " + short(o.Value)
+	}
+	if o.Kind == List && o.Result == OK {
+		s += fmt.Sprintf(" %v", o.Listed)
 	}
 	if o.Err != "" {
 		s += " (" + o.Err + ")"

@@ -70,7 +70,7 @@ type RunResult struct {
 
 // Failed reports whether the run found anything wrong.
 func (r RunResult) Failed() bool {
-	return r.Violations > 0 || r.Lost+r.Stale+r.Resurrected+r.Corrupt+r.Conflicts+r.Unreadable > 0
+	return r.Violations > 0 || r.Lost+r.Stale+r.Resurrected+r.Corrupt+r.Conflicts+r.Unreadable+r.ListMissing+r.ListDeleted > 0
 }
 
 // Buckets are the run's buckets and their codes.
@@ -181,6 +181,14 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 			w.History.Add(finalRead(ctx, w, gw, key))
 		}
 	}
+	// And each bucket listed, both ways, through every gateway.
+	for _, b := range Buckets {
+		for gw := range w.clients {
+			for _, delimited := range []bool{false, true} {
+				w.History.Add(finalList(ctx, w, gw, b.Name, delimited))
+			}
+		}
+	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
@@ -227,6 +235,19 @@ func finalRead(ctx context.Context, w *Workload, gw int, key string) Op {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		o := w.Read(ctx, gw, key)
+		if o.Result != Failed || time.Now().After(deadline) || ctx.Err() != nil {
+			return o
+		}
+		sleep(ctx, time.Second)
+	}
+}
+
+// finalList lists a bucket after the heal, retried as finalRead is.
+func finalList(ctx context.Context, w *Workload, gw int, bucket string, delimited bool) Op {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		o := w.list(ctx, w.Clients, gw, bucket, delimited)
+		o.Final = true
 		if o.Result != Failed || time.Now().After(deadline) || ctx.Err() != nil {
 			return o
 		}

@@ -100,10 +100,13 @@ func (w *Workload) client(ctx context.Context, id int) {
 			o = w.put(ctx, id, gw, key, seq, rng, IfNoneMatch, "")
 		case p < 75:
 			o = w.get(ctx, id, gw, key)
-		case p < 90:
+		case p < 88:
 			o = w.head(ctx, id, gw, key)
-		default:
+		case p < 98:
 			o = w.del(ctx, id, gw, key, seq%2 == 1)
+		default:
+			bucket, _ := split(key)
+			o = w.list(ctx, id, gw, bucket, seq%2 == 1)
 		}
 		if o.Err == errRefused {
 			w.NRefused.Add(1)
@@ -124,7 +127,7 @@ func (w *Workload) client(ctx context.Context, id int) {
 		switch {
 		case o.Kind == Put && o.Result == OK, (o.Kind == Get || o.Kind == Head) && o.Result == OK:
 			seen[key] = o.Value
-		case o.Result == NotFound:
+		case o.Kind != List && o.Result == NotFound:
 			delete(seen, key)
 		}
 		w.record(o)
@@ -290,6 +293,81 @@ func (w *Workload) del(ctx context.Context, client, gw int, key string, batched 
 	}
 	w.finish(&o, start, err)
 	return o
+}
+
+// ListDelimiter is the delimiter of the workload's delimiter listings.
+// The keys are key-00, key-01, ...: "-0" rolls key-00 to key-09 up into
+// the common prefix "key-0" and leaves the others keys, so one page holds
+// both, and the prefix is never a key's name.
+const ListDelimiter = "-0"
+
+// list lists bucket through gateway gw, recursively or by ListDelimiter.
+func (w *Workload) list(ctx context.Context, client, gw int, bucket string, delimited bool) Op {
+	o := Op{Client: client, Gateway: gw, Key: bucket + "/", Kind: List}
+	if delimited {
+		o.Delimiter = ListDelimiter
+	}
+	c, cancel, start := w.begin(ctx)
+	var err error
+	o.Listed = []string{}
+	if delimited {
+		err = w.listDelimited(c, gw, bucket, &o)
+	} else {
+		for obj := range w.clients[gw].ListObjects(c, bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if obj.Err != nil {
+				err = obj.Err
+				break
+			}
+			o.Listed = append(o.Listed, bucket+"/"+obj.Key)
+		}
+	}
+	cancel()
+	o.Result = classify(err, NoCond)
+	if o.Result != OK {
+		o.Result, o.Listed = Failed, nil
+	}
+	w.finish(&o, start, err)
+	return o
+}
+
+// listDelimited pages through a ListObjectsV2 of bucket with
+// ListDelimiter. minio-go's ListObjects only knows "/", and its Core
+// call takes no context: it runs on its own goroutine, abandoned (to end
+// when its connection does) once ctx ends, so the operation is still
+// bounded by OpTimeout.
+func (w *Workload) listDelimited(ctx context.Context, gw int, bucket string, o *Op) error {
+	type page struct {
+		res minio.ListBucketV2Result
+		err error
+	}
+	core := minio.Core{Client: w.clients[gw]}
+	token := ""
+	for {
+		ch := make(chan page, 1)
+		go func() {
+			res, err := core.ListObjectsV2(bucket, "", "", token, ListDelimiter, 1000)
+			ch <- page{res, err}
+		}()
+		var p page
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case p = <-ch:
+		}
+		if p.err != nil {
+			return p.err
+		}
+		for _, obj := range p.res.Contents {
+			o.Listed = append(o.Listed, bucket+"/"+obj.Key)
+		}
+		for _, cp := range p.res.CommonPrefixes {
+			o.Listed = append(o.Listed, bucket+"/"+cp.Prefix)
+		}
+		if !p.res.IsTruncated || p.res.NextContinuationToken == "" {
+			return nil
+		}
+		token = p.res.NextContinuationToken
+	}
 }
 
 // Read is one read of the durability check, through gateway gw.
