@@ -33,6 +33,15 @@ type ListQuery struct {
 	// Limit counts entries, keys and common prefixes alike. Zero or
 	// negative means DefaultListLimit; larger than MaxListLimit is capped.
 	Limit int `json:"limit,omitempty"`
+	// Unsure also lists, with a delimiter, a common prefix with no live
+	// key here but a key whose current version is a tombstone over
+	// previous versions (a delete not yet confirmed on a write quorum, or
+	// one that failed), as an entry with Prefix and Deleted set. A
+	// gateway that asked only some servers learns from it that the
+	// others must be asked before the prefix is left out (see
+	// gateway.layer.list). Without Unsure no such entry is sent, so
+	// gateways that do not know it never see one.
+	Unsure bool `json:"unsure,omitempty"`
 }
 
 // List returns up to q.Limit entries of q.Bucket and whether more follow.
@@ -40,8 +49,9 @@ type ListQuery struct {
 // Tombstones are listed as keys (Deleted set) because the caller merges the
 // listings of several servers and the newest version of a key wins there. A
 // common prefix is emitted only when this server holds at least one live key
-// under it, so deleted "directories" disappear; its subtree is then skipped
-// with one seek rather than scanned.
+// under it, so deleted "directories" disappear (or, with q.Unsure, marked
+// Deleted when a key under it has an unconfirmed tombstone); its subtree is
+// then skipped with one seek rather than scanned.
 func (s *Store) List(ctx context.Context, q ListQuery) ([]ListEntry, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
@@ -98,11 +108,11 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]ListEntry, bool, error
 				// them; when cp <= After the common prefix was already
 				// listed (After is cp itself or a key inside it).
 				if cp > q.After {
-					live, err := s.liveUnder(it, base, cp)
+					live, unsure, err := s.liveUnder(it, base, cp)
 					if err != nil {
 						return nil, false, err
 					}
-					if live && !emit(ListEntry{Prefix: cp}) {
+					if (live || unsure && q.Unsure) && !emit(ListEntry{Prefix: cp, Deleted: !live}) {
 						break
 					}
 				}
@@ -127,22 +137,25 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]ListEntry, bool, error
 }
 
 // liveUnder reports whether a live key with prefix cp exists, scanning from
-// the iterator's position (the first key under cp). It moves the iterator.
-func (s *Store) liveUnder(it *pebble.Iterator, base []byte, cp string) (bool, error) {
+// the iterator's position (the first key under cp), and, when none does,
+// whether one of the tombstones under cp has previous versions under it
+// (unsure: see ListQuery.Unsure). It moves the iterator.
+func (s *Store) liveUnder(it *pebble.Iterator, base []byte, cp string) (live, unsure bool, err error) {
 	for valid := true; valid; valid = it.Next() {
 		k := it.Key()[len(base):]
 		if !strings.HasPrefix(string(k), cp) {
-			return false, nil
+			return false, unsure, nil
 		}
 		v := it.Value()
 		if len(v) < 2 {
-			return false, fmt.Errorf("%w: key %q", ErrCorruptRecord, k)
+			return false, false, fmt.Errorf("%w: key %q", ErrCorruptRecord, k)
 		}
 		if v[1]&flagDeleted == 0 {
-			return true, nil
+			return true, false, nil
 		}
+		unsure = unsure || v[1]&flagPrevious != 0
 	}
-	return false, it.Error()
+	return false, unsure, it.Error()
 }
 
 // listEntry summarises the current manifest value val of key, with the

@@ -16,11 +16,13 @@ import (
 )
 
 // render prints a listing compactly: keys as "key", tombstones as "key~",
-// prefixes as "prefix*", and "+" when truncated.
+// prefixes as "prefix*" (unsure ones "prefix?"), and "+" when truncated.
 func render(es []ListEntry, truncated bool) string {
 	var parts []string
 	for _, e := range es {
 		switch {
+		case e.Prefix != "" && e.Deleted:
+			parts = append(parts, e.Prefix+"?")
 		case e.Prefix != "":
 			parts = append(parts, e.Prefix+"*")
 		case e.Deleted:
@@ -98,6 +100,48 @@ func TestList(t *testing.T) {
 	}
 	if _, _, err := s.List(ctx, ListQuery{}); !errors.Is(err, ErrInvalidQuery) {
 		t.Errorf("empty bucket: got %v", err)
+	}
+}
+
+// With Unsure, a common prefix with no live key but a tombstone over
+// previous versions (a delete not yet confirmed) is named, marked
+// Deleted; one with only settled tombstones is not; one with a live key
+// is named live. Without Unsure neither kind of dead prefix is named.
+func TestListUnsurePrefix(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "")
+	put := func(m *Manifest) {
+		t.Helper()
+		if _, err := s.PutManifest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(obj("bk", "a/1", 1, nodes3, "p-a1"))
+	put(tomb("bk", "gone/1", 2))                 // a tombstone alone: settled
+	put(obj("bk", "half/1", 1, nodes3, "p-h1"))  // deleted, the delete not confirmed:
+	put(tomb("bk", "half/1", 2))                 // the object stays under it
+	put(obj("bk", "mixed/0", 1, nodes3, "p-m0")) // one key deleted,
+	put(tomb("bk", "mixed/0", 2))                // one live
+	put(obj("bk", "mixed/1", 1, nodes3, "p-m1"))
+	put(obj("bk", "z", 1, nodes3, "p-z")) // a key beside them
+	for _, c := range []struct {
+		q    ListQuery
+		want string
+	}{
+		{ListQuery{Delimiter: "/"}, "a/* mixed/* z"},
+		{ListQuery{Delimiter: "/", Unsure: true}, "a/* half/? mixed/* z"},
+		{ListQuery{Delimiter: "/", Unsure: true, After: "half/"}, "mixed/* z"},
+		{ListQuery{Delimiter: "/", Unsure: true, Limit: 2}, "a/* half/? +"},
+		{ListQuery{Unsure: true}, "a/1 gone/1~ half/1~ mixed/0~ mixed/1 z"}, // no delimiter: keys as ever
+	} {
+		c.q.Bucket = "bk"
+		es, tr, err := s.List(ctx, c.q)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.q, err)
+		}
+		if got := render(es, tr); got != c.want {
+			t.Errorf("List(%+v)\n got  %q\n want %q", c.q, got, c.want)
+		}
 	}
 }
 

@@ -230,6 +230,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		Prefix:    q.Get(shardrpc.ParamPrefix),
 		Delimiter: q.Get(shardrpc.ParamDelimiter),
 		After:     q.Get(shardrpc.ParamAfter),
+		Unsure:    q.Get(shardrpc.ParamUnsure) == "1",
 	}
 	if v := q.Get(shardrpc.ParamLimit); v != "" {
 		n, err := strconv.Atoi(v)

@@ -244,6 +244,9 @@ func (c *Client) List(ctx context.Context, addr string, lq metadata.ListQuery) (
 		ParamLimit:     {strconv.Itoa(lq.Limit)},
 		ParamFormat:    {FormatBinary},
 	}
+	if lq.Unsure {
+		q.Set(ParamUnsure, "1")
+	}
 	resp, err := c.do(ctx, addr, op, http.MethodGet, PathList, q, nil)
 	if err != nil {
 		return nil, false, err

@@ -25,6 +25,8 @@ import (
 // count (uvarint), then each entry:
 //
 //	flags byte    entryPrefix, entryDeleted, entryPrevious, entryNoTime
+//	              (a common prefix has entryPrefix, and entryDeleted when
+//	              it is unsure: metadata.ListQuery.Unsure)
 //	name          the key or common prefix, a string (uvarint length, bytes)
 //	key entries only:
 //	  version     TS (varint), Writer (string)
@@ -76,6 +78,9 @@ func AppendList(dst []byte, es []metadata.ListEntry, truncated bool) []byte {
 		name, f := e.Key, entryFlags(e)
 		if e.Prefix != "" {
 			name, f = e.Prefix, entryPrefix
+			if e.Deleted {
+				f |= entryDeleted
+			}
 		}
 		dst = append(dst, f)
 		dst = appendString(dst, name)
@@ -158,7 +163,7 @@ func DecodeList(b []byte) ([]metadata.ListEntry, bool, error) {
 		name := r.string()
 		var e metadata.ListEntry
 		if f&entryPrefix != 0 {
-			e.Prefix = name
+			e.Prefix, e.Deleted = name, f&entryDeleted != 0
 		} else {
 			e = r.row(name, f, true)
 		}

@@ -17,7 +17,7 @@ import (
 )
 
 // listPage is a page with every kind of row: keys sharing prefixes, a
-// common prefix, a tombstone, NUL and non-ASCII bytes, a zero time,
+// common prefix (live and unsure), a tombstone, NUL and non-ASCII bytes, a zero time,
 // previous versions (one of them a tombstone), a versioned key.
 func listPage() []metadata.ListEntry {
 	at := time.Unix(1764968400, 123456789).UTC()
@@ -32,6 +32,7 @@ func listPage() []metadata.ListEntry {
 			{Key: "photos/2024/éé.jpg", Version: v(8, "gw-1"), Size: 3, ETag: "e0", Modified: at.Add(-time.Hour), Code: "rs-6-3"},
 		}},
 		{Prefix: "photos/2025/"},
+		{Prefix: "tmp/", Deleted: true}, // unsure (metadata.ListQuery.Unsure)
 		{Key: "z", Version: v(-1, ""), Size: -1},
 	}
 }

@@ -49,6 +49,10 @@ const (
 	ParamDelimiter = "delimiter"
 	ParamAfter     = "after"
 	ParamLimit     = "limit"
+	// ParamUnsure=1 asks a delimiter listing for its unsure common
+	// prefixes too (metadata.ListQuery.Unsure); servers that do not know
+	// it send none.
+	ParamUnsure = "unsure"
 )
 
 // Error codes carried in ErrorBody.Code and HeaderCode.
