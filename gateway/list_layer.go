@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/regen-s3/regen/internal/cluster"
+	"github.com/regen-s3/regen/internal/placement"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -68,6 +69,7 @@ func entryName(e metadata.ListEntry) string {
 func (l *layer) refill(ctx context.Context, c *cursor, p listParams) {
 	entries, truncated, err := l.shards.List(ctx, c.addr, metadata.ListQuery{
 		Bucket: p.Bucket, Prefix: p.Prefix, Delimiter: p.Delimiter, After: c.after, Limit: c.page,
+		Unsure: p.Delimiter != "",
 	})
 	c.page = min(c.page*4, maxListPage)
 	if err != nil {
@@ -102,62 +104,76 @@ func (l *layer) firstPage(p listParams, live int) int {
 	return min(page, share+share/16+16)
 }
 
+// listSubset is how many live servers a delimiter listing asks first:
+// enough to meet every k holders of any version, known holding servers
+// counted dead or alive, or 0 when the live servers are too few for that
+// (or the codes are unknown) and every one is asked. See list.
+func (l *layer) listSubset(p listParams, known, live int) int {
+	if p.Delimiter == "" || l.minK <= 0 {
+		return 0
+	}
+	need := known - l.minK + 1
+	if need < 1 || need >= live {
+		return 0
+	}
+	return need
+}
+
 // list returns up to p.Max keys and common prefixes after p.After.
+//
+// A delimiter listing first asks only listSubset of the live servers
+// (known-k+1, k the smallest of the codes: 7 of 12 with rs-6-3), and the
+// others only once the merge reaches a name those do not settle. Common
+// prefixes need no vote: a server names one when it holds a live key
+// under it. A key whose live version may be visible has k holders, and
+// the subset meets every k servers, dead or alive; each holder in it
+// still has that version, current (it names the prefix live) or under a
+// newer tombstone not yet confirmed on a write quorum (it names the
+// prefix unsure, metadata.ListQuery.Unsure). So a prefix that no server
+// of the subset names has no key whose live version may be visible, and
+// leaving it out is what its keys' vote rule would do. Keys need their
+// votes from every server, and an unsure prefix needs every server's
+// word: at the first of either, the other servers are asked from the
+// last name listed on, and the page goes on as a full listing. A page of
+// common prefixes (a tree of folders) so costs known-k+1 calls instead
+// of one per server; a page that reaches a key costs every server, as
+// before.
 func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 	ids, addrs := l.liveShards()
 	if len(ids) == 0 {
 		return listResult{}, fmt.Errorf("%w: no live shard servers", errUnavailable)
 	}
-	page := l.firstPage(p, len(ids))
-	cursors := make([]*cursor, len(ids))
-	var g errgroup.Group
-	for i, id := range ids {
-		c := &cursor{addr: addrs[id], page: page, after: p.After}
-		cursors[i] = c
-		g.Go(func() error { l.refill(ctx, c, p); return nil })
-	}
-	g.Wait()
-
-	var res listResult
-	failed := 0
-	for _, c := range cursors {
-		if c.err != nil {
-			failed++
-		}
-	}
-	// Every key is on several servers; listing survives a minority of
-	// them failing, as reads do.
-	if failed*2 >= len(cursors) {
-		var errs []error
-		for _, c := range cursors {
-			errs = append(errs, c.err)
-		}
-		return res, fmt.Errorf("%w: listing failed on %d of %d servers: %w", errUnavailable, failed, len(cursors), errors.Join(errs...))
-	}
-	// The servers that failed at the start count for no key; from here on
-	// every key is merged from the same servers.
-	var live []*cursor
-	for _, c := range cursors {
-		if c.err == nil {
-			live = append(live, c)
-		}
-	}
-	cursors = live
-	// Servers that are down or failed count as possible holders of every
-	// key: a version they could complete to a write quorum may have been
-	// acknowledged, and is listed (see confirmedEntry).
-	silent := 0
+	known := 0
 	for _, m := range l.nodes.Members() {
 		if m.Role == cluster.RoleShard && m.HTTP != "" {
-			silent++
+			known++
 		}
 	}
-	silent = max(silent-len(cursors), 0)
-	same := make([]metadata.ListEntry, 0, len(cursors))
+	page := l.firstPage(p, len(ids))
+	var rest []string
+	if n := l.listSubset(p, known, len(ids)); n > 0 {
+		// The first servers of the listing's own rendezvous order: the
+		// same servers for the same folder while membership holds (so a
+		// folder listed twice gets the same answer), different ones for
+		// different folders.
+		ids = placement.Order("list/"+p.Bucket+"/"+p.Prefix, ids)
+		ids, rest = ids[:n], ids[n:]
+	}
+	m := &merge{l: l, p: p}
+	m.open(ctx, ids, addrs, page, p.After)
+	if len(m.failed) > 0 && len(rest) > 0 {
+		// A server of the subset failed: every server is needed.
+		m.open(ctx, rest, addrs, page, p.After)
+		rest = nil
+	}
+	if err := m.check(); err != nil {
+		return listResult{}, err
+	}
+	var res listResult
 	for {
 		// Refill the cursors that ran dry but have more, in parallel.
 		var wg sync.WaitGroup
-		for _, c := range cursors {
+		for _, c := range m.cursors {
 			if len(c.buf) == 0 && c.more {
 				wg.Add(1)
 				go func() { defer wg.Done(); l.refill(ctx, c, p) }()
@@ -171,30 +187,67 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 		// older one it replaced and a deleted key come back; and when the
 		// deadline passes every cursor that needs a page fails at once.
 		// The listing fails instead, and the client retries.
-		for _, c := range cursors {
+		for _, c := range m.cursors {
 			if c.err != nil {
 				return listResult{}, fmt.Errorf("%w: listing failed part-way on %s: %w", errUnavailable, c.addr, c.err)
 			}
 		}
-		name, found := "", false
-		for _, c := range cursors {
-			if len(c.buf) > 0 && (!found || entryName(c.buf[0]) < name) {
-				name, found = entryName(c.buf[0]), true
+		// The next name, whether every copy of it is a common prefix, and
+		// whether one of those is live (see metadata.ListQuery.Unsure).
+		name, prefix, live, found := "", false, false, false
+		for _, c := range m.cursors {
+			if len(c.buf) == 0 {
+				continue
 			}
+			e := c.buf[0]
+			switch n := entryName(e); {
+			case !found || n < name:
+				name, prefix, live, found = n, e.Prefix != "", e.Prefix != "" && !e.Deleted, true
+			case n == name:
+				prefix = prefix && e.Prefix != ""
+				live = live || e.Prefix != "" && !e.Deleted
+			}
+		}
+		if found && !(prefix && live) && len(rest) > 0 {
+			// A key, or a prefix that no server of the subset names live
+			// but one names unsure: that needs every server. The others
+			// start after the last name listed (everything before it was
+			// a common prefix, listed; their entries from there on merge
+			// as in a full listing).
+			after := p.After
+			if res.Last != "" {
+				after = res.Last
+				if len(res.Prefixes) > 0 && res.Prefixes[len(res.Prefixes)-1] == res.Last {
+					after += skipPast
+				}
+			}
+			m.open(ctx, rest, addrs, page, after)
+			if err := m.check(); err != nil {
+				return listResult{}, err
+			}
+			rest = nil
+			continue
 		}
 		if !found {
 			return res, nil
 		}
-		same = same[:0]
-		for _, c := range cursors {
+		same := m.same[:0]
+		for _, c := range m.cursors {
 			if len(c.buf) > 0 && entryName(c.buf[0]) == name {
 				same = append(same, c.buf[0])
 				c.buf = c.buf[1:]
 			}
 		}
+		m.same = same
+		silent := max(known-len(m.cursors), 0)
 		var best metadata.ListEntry
 		var ok bool
-		if p.Versions && same[0].Prefix == "" {
+		if prefix {
+			if !live {
+				continue // no server holds a live key under it
+			}
+			best, ok = metadata.ListEntry{Prefix: name}, true
+		} else if p.Versions && same[0].Prefix == "" {
 			best, ok = l.visibleVersions(same, silent)
 		} else if best, ok = l.confirmedEntry(same, silent); ok && best.Prefix == "" && best.Deleted {
 			continue
@@ -213,6 +266,53 @@ func (l *layer) list(ctx context.Context, p listParams) (listResult, error) {
 		}
 		res.Last = name
 	}
+}
+
+// merge is the state of one listing page: the cursors of the servers
+// merged so far.
+type merge struct {
+	l       *layer
+	p       listParams
+	cursors []*cursor // servers that answered their first page
+	failed  []*cursor // servers whose first page failed
+	tried   int       // servers asked
+	same    []metadata.ListEntry
+}
+
+// open asks ids for their first page after after, in parallel, and adds
+// them to the merge. Servers whose first page fails count for no key
+// (they are silent; see check).
+func (m *merge) open(ctx context.Context, ids []string, addrs map[string]string, page int, after string) {
+	fresh := make([]*cursor, len(ids))
+	var g errgroup.Group
+	for i, id := range ids {
+		c := &cursor{addr: addrs[id], page: page, after: after}
+		fresh[i] = c
+		g.Go(func() error { m.l.refill(ctx, c, m.p); return nil })
+	}
+	g.Wait()
+	for _, c := range fresh {
+		if c.err != nil {
+			m.failed = append(m.failed, c)
+		} else {
+			m.cursors = append(m.cursors, c)
+		}
+	}
+	m.tried += len(fresh)
+}
+
+// check fails the listing when half the servers asked failed their first
+// page: every key is on several servers, and a listing survives a
+// minority of them failing, as reads do.
+func (m *merge) check() error {
+	if len(m.failed)*2 >= m.tried {
+		var errs []error
+		for _, c := range m.failed {
+			errs = append(errs, c.err)
+		}
+		return fmt.Errorf("%w: listing failed on %d of %d servers: %w", errUnavailable, len(m.failed), m.tried, errors.Join(errs...))
+	}
+	return nil
 }
 
 // confirmedEntry picks, among the copies of one name from several servers,

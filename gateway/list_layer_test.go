@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,9 +37,29 @@ func (s *listShards) List(ctx context.Context, addr string, q metadata.ListQuery
 		return nil, false, fmt.Errorf("%s: %w", addr, context.DeadlineExceeded)
 	}
 	var out []metadata.ListEntry
-	for _, e := range s.entries[addr] {
+	es := s.entries[addr]
+	for i := 0; i < len(es); i++ {
+		e := es[i]
 		if e.Key <= q.After || !strings.HasPrefix(e.Key, q.Prefix) {
 			continue
+		}
+		if q.Delimiter != "" {
+			// As metadata.Store.List: a common prefix for the keys under
+			// it when one of them is live here (unsure when none is but a
+			// tombstone has versions under it), then past them all.
+			if j := strings.Index(e.Key[len(q.Prefix):], q.Delimiter); j >= 0 {
+				cp := e.Key[:len(q.Prefix)+j+len(q.Delimiter)]
+				live, unsure := false, false
+				for ; i < len(es) && strings.HasPrefix(es[i].Key, cp); i++ {
+					live = live || !es[i].Deleted
+					unsure = unsure || es[i].Deleted && len(es[i].Previous) > 0
+				}
+				i--
+				if cp <= q.After || !live && !(unsure && q.Unsure) {
+					continue
+				}
+				e = metadata.ListEntry{Prefix: cp, Deleted: !live}
+			}
 		}
 		if len(out) == q.Limit {
 			s.count(len(out))
@@ -230,6 +251,194 @@ func BenchmarkListMerge(b *testing.B) {
 		res, err := l.list(context.Background(), listParams{Bucket: "b", Max: 1000})
 		if err != nil || len(res.Objects) != 1000 {
 			b.Fatal(len(res.Objects), err)
+		}
+	}
+}
+
+// tree puts keys on 9 of 12 servers by their rendezvous order: files
+// spread over 50 folders, and a few top-level files when files is set.
+func tree(folders, perFolder int, files bool) map[string][]metadata.ListEntry {
+	var keys []string
+	for f := range folders {
+		for i := range perFolder {
+			keys = append(keys, fmt.Sprintf("top/f%03d/o%04d", f, i))
+		}
+		if files {
+			keys = append(keys, fmt.Sprintf("top/f%03d.txt", f))
+		}
+	}
+	return placed(keys, 12)
+}
+
+// placed puts each key on the first 9 of its rendezvous order over
+// servers s00.. (rs-6-3).
+func placed(keys []string, n int) map[string][]metadata.ListEntry {
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("s%02d", i))
+	}
+	out := map[string][]metadata.ListEntry{}
+	for _, key := range keys {
+		e := metadata.ListEntry{Key: key, Version: metadata.Version{TS: 100, Writer: "gw"}, Size: 1, Code: "rs-6-3"}
+		for _, addr := range placement.Order("b/"+key, ids)[:9] {
+			out[addr] = append(out[addr], e)
+		}
+	}
+	for _, es := range out {
+		sort.Slice(es, func(i, j int) bool { return es[i].Key < es[j].Key })
+	}
+	return out
+}
+
+// names lists every page of p and returns the names in order and the
+// calls the pages cost.
+func names(t *testing.T, l *layer, shards *listShards, p listParams) (out []string, calls []int) {
+	t.Helper()
+	shards.callsAndRows()
+	for {
+		res, err := l.list(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := shards.callsAndRows()
+		calls = append(calls, n)
+		var page []string
+		for _, e := range res.Objects {
+			page = append(page, e.Key)
+		}
+		page = append(page, res.Prefixes...)
+		sort.Strings(page)
+		out = append(out, page...)
+		if !res.Truncated {
+			return out, calls
+		}
+		p.After = res.Last
+	}
+}
+
+// A delimiter page of folders asks known-k+1 servers (7 of 12 with
+// rs-6-3), not all of them, and lists every folder.
+func TestListDelimiterAsksASubset(t *testing.T) {
+	shards := &listShards{entries: tree(50, 100, false)}
+	l := listLayer(12, shards)
+	l.maxN, l.minK, l.maxK = 9, 6, 6
+	got, calls := names(t, l, shards, listParams{Bucket: "b", Prefix: "top/", Delimiter: "/", Max: 1000})
+	if len(got) != 50 || got[0] != "top/f000/" || got[49] != "top/f049/" {
+		t.Fatalf("listed %d names %v, want the 50 folders", len(got), got)
+	}
+	if len(calls) != 1 || calls[0] != 7 {
+		t.Fatalf("calls per page %v, want one page of 7 calls", calls)
+	}
+	// Pages of 20: the same folders, 7 calls a page.
+	got2, calls := names(t, l, shards, listParams{Bucket: "b", Prefix: "top/", Delimiter: "/", Max: 20})
+	if !slices.Equal(got, got2) {
+		t.Fatalf("pages of 20 listed %v, want %v", got2, got)
+	}
+	if !slices.Equal(calls, []int{7, 7, 7}) {
+		t.Fatalf("calls per page %v, want 7 for each of 3 pages", calls)
+	}
+}
+
+// Where the page reaches a key, the other servers are asked too and the
+// page is what a listing of every server gives.
+func TestListDelimiterWithKeysAsksEveryServer(t *testing.T) {
+	entries := tree(50, 20, true)
+	for _, max := range []int{1000, 7} {
+		shards := &listShards{entries: entries}
+		full := listLayer(12, shards) // minK unknown: every server, always
+		want, _ := names(t, full, shards, listParams{Bucket: "b", Prefix: "top/", Delimiter: "/", Max: max})
+		if len(want) != 100 {
+			t.Fatalf("full listing: %d names, want 50 folders and 50 files", len(want))
+		}
+		l := listLayer(12, shards)
+		l.maxN, l.minK, l.maxK = 9, 6, 6
+		got, calls := names(t, l, shards, listParams{Bucket: "b", Prefix: "top/", Delimiter: "/", Max: max})
+		if !slices.Equal(got, want) {
+			t.Fatalf("max %d: listed %v, want %v", max, got, want)
+		}
+		for i, n := range calls {
+			if n != 12 {
+				t.Errorf("max %d: page %d cost %d calls, want 12 (7, then the other 5 at its first key)", max, i, n)
+			}
+		}
+	}
+}
+
+// A deleted key met on the subset still needs every server's vote: the
+// servers its tombstone missed (s07, s08) must not bring it back.
+func TestListDelimiterHidesDeletedKeys(t *testing.T) {
+	shards := &listShards{entries: deletedKeys(30)}
+	l := listLayer(12, shards)
+	l.maxN, l.minK, l.maxK = 9, 6, 6
+	got, _ := names(t, l, shards, listParams{Bucket: "b", Prefix: "tree/", Delimiter: "/", Max: 1000})
+	if len(got) != 0 {
+		t.Fatalf("listed %v, want nothing (every key deleted)", got)
+	}
+}
+
+// With too few live servers for a subset that meets every k holders, a
+// delimiter listing asks every live server.
+func TestListDelimiterSubsetNeedsEnoughLive(t *testing.T) {
+	for _, tc := range []struct{ known, live, want int }{
+		{12, 12, 7}, {12, 8, 7}, {12, 7, 0}, {9, 9, 4}, {9, 6, 4}, {9, 4, 0}, {6, 6, 1},
+	} {
+		l := &layer{minK: 6}
+		if got := l.listSubset(listParams{Delimiter: "/"}, tc.known, tc.live); got != tc.want {
+			t.Errorf("known %d, live %d: subset %d, want %d", tc.known, tc.live, got, tc.want)
+		}
+		if got := l.listSubset(listParams{}, tc.known, tc.live); got != 0 {
+			t.Errorf("recursive listing: subset %d, want 0 (every server)", got)
+		}
+	}
+}
+
+// A server of the subset that fails at the start sends the page to every
+// server, and its listing is complete.
+func TestListDelimiterSubsetServerFails(t *testing.T) {
+	entries := tree(50, 20, false)
+	shards := &listShards{entries: entries}
+	l := listLayer(12, shards)
+	l.maxN, l.minK, l.maxK = 9, 6, 6
+	ids := make([]string, 12)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("s%02d", i)
+	}
+	first := placement.Order("list/b/top/", ids)
+	shards.failFrom = map[string]int{first[0]: 0, first[1]: 0}
+	got, calls := names(t, l, shards, listParams{Bucket: "b", Prefix: "top/", Delimiter: "/", Max: 1000})
+	if len(got) != 50 {
+		t.Fatalf("listed %d names, want 50 folders", len(got))
+	}
+	if calls[0] != 12 {
+		t.Fatalf("%d calls, want 12 (the subset, then the other 5)", calls[0])
+	}
+}
+
+// A folder whose only key has an acknowledged version on s00..s08 and a
+// tombstone that failed (5 servers, fewer than k) over it on s00..s04 is
+// listed, whichever servers the subset holds: those of them with the
+// tombstone name the folder unsure, and the page asks every server.
+func TestListDelimiterUnsureFolder(t *testing.T) {
+	v := metadata.ListEntry{Key: "top/dir/a", Version: metadata.Version{TS: 100, Writer: "gw"}, Code: "rs-6-3"}
+	tomb := metadata.ListEntry{Key: "top/dir/a", Version: metadata.Version{TS: 200, Writer: "gw"}, Deleted: true, Code: "rs-6-3",
+		Previous: []metadata.ListEntry{v}}
+	for failed := range 9 {
+		// Tombstones on the 5 servers from s<failed> on, so that some
+		// placement of the subset meets only them.
+		entries := map[string][]metadata.ListEntry{}
+		for s := range 9 {
+			e := v
+			if (s-failed+9)%9 < 5 {
+				e = tomb
+			}
+			entries[fmt.Sprintf("s%02d", s)] = []metadata.ListEntry{e}
+		}
+		shards := &listShards{entries: entries}
+		l := listLayer(12, shards)
+		l.maxN, l.minK, l.maxK = 9, 6, 6
+		got, _ := names(t, l, shards, listParams{Bucket: "b", Prefix: "top/", Delimiter: "/", Max: 1000})
+		if !slices.Equal(got, []string{"top/dir/"}) {
+			t.Fatalf("tombstones from s%02d: listed %v, want top/dir/", failed, got)
 		}
 	}
 }
