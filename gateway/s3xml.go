@@ -50,6 +50,9 @@ func (t Timestamp) Time() time.Time { return time.Time(t) }
 // The types here cannot fail to marshal; a failure would be a programming
 // error in a new type, so it panics rather than send a half document.
 func EncodeXML(v any) []byte {
+	if a, ok := v.(xmlAppender); ok {
+		return a.appendXML(append(make([]byte, 0, 4096), xml.Header...))
+	}
 	b, err := xml.Marshal(v)
 	if err != nil {
 		panic("gateway: marshalling S3 XML: " + err.Error())
