@@ -414,31 +414,36 @@ func TestListDelimiterSubsetServerFails(t *testing.T) {
 	}
 }
 
-// A folder whose only key has an acknowledged version on s00..s08 and a
-// tombstone that failed (5 servers, fewer than k) over it on s00..s04 is
-// listed, whichever servers the subset holds: those of them with the
-// tombstone name the folder unsure, and the page asks every server.
+// A folder whose only key has an acknowledged version on 9 servers, 4 of
+// them in the listing's subset, and a delete that failed (on those 4,
+// fewer than k) over it, is listed: the subset's servers name the folder
+// only unsure, and the page asks every server. Without unsure prefixes
+// the subset would name nothing and the folder would vanish.
 func TestListDelimiterUnsureFolder(t *testing.T) {
+	var ids []string
+	for i := range 12 {
+		ids = append(ids, fmt.Sprintf("s%02d", i))
+	}
+	order := placement.Order("list/b/top/", ids)
+	subset, others := order[:7], order[7:]
 	v := metadata.ListEntry{Key: "top/dir/a", Version: metadata.Version{TS: 100, Writer: "gw"}, Code: "rs-6-3"}
 	tomb := metadata.ListEntry{Key: "top/dir/a", Version: metadata.Version{TS: 200, Writer: "gw"}, Deleted: true, Code: "rs-6-3",
 		Previous: []metadata.ListEntry{v}}
-	for failed := range 9 {
-		// Tombstones on the 5 servers from s<failed> on, so that some
-		// placement of the subset meets only them.
-		entries := map[string][]metadata.ListEntry{}
-		for s := range 9 {
-			e := v
-			if (s-failed+9)%9 < 5 {
-				e = tomb
-			}
-			entries[fmt.Sprintf("s%02d", s)] = []metadata.ListEntry{e}
-		}
-		shards := &listShards{entries: entries}
-		l := listLayer(12, shards)
-		l.maxN, l.minK, l.maxK = 9, 6, 6
-		got, _ := names(t, l, shards, listParams{Bucket: "b", Prefix: "top/", Delimiter: "/", Max: 1000})
-		if !slices.Equal(got, []string{"top/dir/"}) {
-			t.Fatalf("tombstones from s%02d: listed %v, want top/dir/", failed, got)
-		}
+	entries := map[string][]metadata.ListEntry{}
+	for _, id := range subset[:4] {
+		entries[id] = []metadata.ListEntry{tomb}
+	}
+	for _, id := range others {
+		entries[id] = []metadata.ListEntry{v}
+	}
+	shards := &listShards{entries: entries}
+	l := listLayer(12, shards)
+	l.maxN, l.minK, l.maxK = 9, 6, 6
+	got, calls := names(t, l, shards, listParams{Bucket: "b", Prefix: "top/", Delimiter: "/", Max: 1000})
+	if !slices.Equal(got, []string{"top/dir/"}) {
+		t.Fatalf("listed %v, want top/dir/", got)
+	}
+	if calls[0] != 12 {
+		t.Fatalf("%d calls, want 12 (the subset, then the others for the unsure folder)", calls[0])
 	}
 }
