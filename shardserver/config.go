@@ -107,6 +107,9 @@ type Config struct {
 	// MaxJSONBody caps manifest and bucket request bodies. Default 64 MiB:
 	// a 10,000-part manifest with inline checksums is a few MiB.
 	MaxJSONBody int64
+	// MetaCache is the metadata store's block cache in bytes (pebble's).
+	// Default metadata.DefaultCacheSize.
+	MetaCache int64
 
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
@@ -143,6 +146,7 @@ func DefaultConfig() Config {
 		UploadMaxAge:        7 * 24 * time.Hour,
 		UploadSweepInterval: time.Hour,
 		MaxJSONBody:         64 << 20,
+		MetaCache:           metadata.DefaultCacheSize,
 	}
 }
 
@@ -167,6 +171,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.DataDir == "":
 		return bad("DataDir is required")
+	case c.MetaCache < 0:
+		return bad("negative MetaCache")
 	case c.Secret == "":
 		return bad("Secret is required")
 	case !validNodeID(c.NodeID):

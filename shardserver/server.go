@@ -78,7 +78,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shardserver: register metrics: %w", err)
 	}
-	meta, err := metadata.Open(filepath.Join(cfg.DataDir, "meta"), metadata.Options{NodeID: cfg.NodeID, Logger: log})
+	meta, err := metadata.Open(filepath.Join(cfg.DataDir, "meta"), metadata.Options{NodeID: cfg.NodeID, Logger: log, CacheSize: cfg.MetaCache})
 	if err != nil {
 		return nil, fmt.Errorf("shardserver: %w", err)
 	}

@@ -37,6 +37,7 @@ type shardFlags struct {
 	tombstoneSettle           time.Duration
 	repair                    repairFlags
 	netLimit                  int64
+	metaCache                 int64
 	limits                    limitFlags
 	shardTLS                  shardTLSFlags
 }
@@ -74,6 +75,7 @@ func (f *shardFlags) register(o *optionSet) {
 	def := shardserver.DefaultConfig()
 	o.Duration(&f.uploadMaxAge, "upload-max-age", "REGEN_UPLOAD_MAX_AGE", def.UploadMaxAge, "abort incomplete multipart uploads older than this")
 	f.registerGC(o)
+	o.Size(&f.metaCache, "meta-cache", "REGEN_META_CACHE", def.MetaCache, "block cache of the metadata store (manifests), e.g. 64MiB")
 	o.Duration(&f.uploadSweep, "upload-sweep-interval", "REGEN_UPLOAD_SWEEP_INTERVAL", def.UploadSweepInterval, "how often abandoned multipart uploads are looked for")
 }
 
@@ -200,7 +202,7 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg.Logger, cfg.Registerer = log, reg
 	cfg.UploadMaxAge, cfg.UploadSweepInterval = f.uploadMaxAge, f.uploadSweep
 	cfg.GCDelay, cfg.RollbackAfter, cfg.TombstoneGrace = f.gcDelay, f.rollbackAfter, f.tombstoneGrace
-	cfg.TombstoneSettle = f.tombstoneSettle
+	cfg.TombstoneSettle, cfg.MetaCache = f.tombstoneSettle, f.metaCache
 	// NB: the repair worker is made after the server; writes stored
 	// before it exists are covered by its full sync at start.
 	var mrf atomic.Pointer[repair.Worker]
