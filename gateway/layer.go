@@ -85,6 +85,9 @@ type layer struct {
 	// lookups batches the lookups of concurrent requests per server; nil
 	// sends each alone.
 	lookups *lookups
+	// writes batches the manifest writes of concurrent requests per
+	// server; nil sends each alone.
+	writes *manifestWrites
 
 	codes codec.Cache
 	// maxN is the widest stripe among configured codes: the first batch of
@@ -590,7 +593,7 @@ func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 func (l *layer) putOnLive(ctx context.Context, m *metadata.Manifest, nodes []string, lease string) (stored, replaced []string, errs []error) {
 	var mu sync.Mutex
 	_, errs = l.onLive(nodes, func(_, addr string) error {
-		res, err := l.shards.PutManifestFenced(ctx, addr, m, lease)
+		res, err := l.putManifest(ctx, addr, m, lease)
 		if err != nil {
 			return err
 		}

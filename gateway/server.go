@@ -66,7 +66,8 @@ func New(cfg Config, shards ShardAPI, nodes Membership) (*Gateway, error) {
 		readMem:   stripe.NewReadMemory(cfg.ReadMemory),
 	}
 	g.layer = &layer{shards: shards, nodes: nodes, log: cfg.Logger, clock: clock{writer: cfg.NodeID, offset: cfg.ClockOffset},
-		notify: newNotifier(shards), lookups: newLookups(shards, cfg.OpTimeout)}
+		notify: newNotifier(shards), lookups: newLookups(shards, cfg.OpTimeout),
+		writes: newManifestWrites(shards, cfg.OpTimeout)}
 	kr, err := newKeyring(cfg, g.layer, shards)
 	if err != nil {
 		return nil, err

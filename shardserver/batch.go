@@ -73,13 +73,15 @@ func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
 	g.SetLimit(batchParallelism)
 	for i, m := range req.Manifests {
 		g.Go(func() error {
-			cur, err := s.storeClientManifest(ctx, m, fence)
+			res, err := s.storeClientManifest(ctx, m, fence)
 			if err != nil {
 				_, code := s.errorCode(r, err)
 				out.Results[i] = shardrpc.PutResult{Code: code, Message: err.Error()}
 				return nil
 			}
-			out.Results[i] = shardrpc.PutResult{Stored: true, Current: &cur}
+			cur := res.Current.Version
+			out.Results[i] = shardrpc.PutResult{Stored: res.Stored, Current: &cur,
+				Replaced: res.Stored && res.Replaced != nil, Held: res.Held}
 			return nil
 		})
 	}
@@ -89,20 +91,16 @@ func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
 
 // storeClientManifest stores m, a client's write fenced by the key's
 // lease (fence: the holder, or shardrpc.NoLease), and queues its
-// follow-up work. It returns the key's current version after the write,
-// which is newer than m's when a newer write got there first.
-func (s *Server) storeClientManifest(ctx context.Context, m *metadata.Manifest, fence string) (metadata.Version, error) {
+// follow-up work. Its result's Current is the key's current version after
+// the write, which is newer than m when a newer write got there first.
+func (s *Server) storeClientManifest(ctx context.Context, m *metadata.Manifest, fence string) (metadata.PutResult, error) {
 	if m == nil {
-		return metadata.Version{}, fmt.Errorf("%w: no manifest", shardrpc.ErrBadRequest)
+		return metadata.PutResult{}, fmt.Errorf("%w: no manifest", shardrpc.ErrBadRequest)
 	}
 	done, err := s.leases.admit(shardrpc.LeaseName(m.Bucket, m.Key), fence, s.now())
 	if err != nil {
-		return metadata.Version{}, err
+		return metadata.PutResult{}, err
 	}
 	defer done()
-	res, err := s.storeManifest(ctx, m)
-	if err != nil {
-		return metadata.Version{}, err
-	}
-	return res.Current.Version, nil
+	return s.storeManifest(ctx, m)
 }

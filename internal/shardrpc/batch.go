@@ -86,6 +86,12 @@ type PutResult struct {
 	// (the writer then tries again with a newer version, as after a
 	// single PutManifest). Nil from servers older than this field.
 	Current *metadata.Version `json:"current,omitempty"`
+	// Replaced and Held are PutManifestResponse's: the manifest replaced
+	// a current one (a gateway's commit notice of it is urgent), and its
+	// version is held on the server after the write. False from servers
+	// older than these fields.
+	Replaced bool `json:"replaced,omitempty"`
+	Held     bool `json:"held,omitempty"`
 	// Code and Message describe a failure (Code as in error replies:
 	// CodeLeaseHeld when the key's lease refused the write).
 	Code    string `json:"code,omitempty"`
