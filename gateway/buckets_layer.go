@@ -21,29 +21,32 @@ import (
 
 // bucketCache caches the merged bucket list for a short TTL: every object
 // request checks its bucket, and asking all servers each time would double
-// the request count.
+// the request count. Requests that find it stale share one read: under
+// load every request in flight missed at once when the TTL ran out, and
+// each asked all servers (a fill at concurrency 64 made one bucket-list
+// call per PUT).
 type bucketCache struct {
 	ttl time.Duration
 	mu  struct {
 		sync.Mutex
 		at      time.Time
 		buckets map[string]metadata.Bucket
+		// gen counts invalidations. A read stores its result only if no
+		// invalidation came after it started (a bucket written meanwhile
+		// would be missing from it), and a request joins only a read
+		// started since the last one.
+		gen    uint64
+		flight *bucketRead
 	}
 }
 
-func (c *bucketCache) get() (map[string]metadata.Bucket, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.buckets == nil || time.Since(c.mu.at) > c.ttl {
-		return nil, false
-	}
-	return c.mu.buckets, true
-}
-
-func (c *bucketCache) put(b map[string]metadata.Bucket) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.buckets, c.mu.at = b, time.Now()
+// bucketRead is one read of every server's bucket records, shared by the
+// requests that wait for it.
+type bucketRead struct {
+	gen     uint64
+	done    chan struct{}
+	buckets map[string]metadata.Bucket
+	err     error
 }
 
 // age is how long ago the cached list was read; large when there is none.
@@ -60,20 +63,46 @@ func (c *bucketCache) invalidate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.buckets = nil
+	c.mu.gen++
 }
 
 // allBuckets returns the newest record of every bucket, tombstones
 // included, merged over the live shard servers.
 func (l *layer) allBuckets(ctx context.Context, cache *bucketCache) (map[string]metadata.Bucket, error) {
-	if b, ok := cache.get(); ok {
-		return b, nil
+	for {
+		cache.mu.Lock()
+		if b := cache.mu.buckets; b != nil && time.Since(cache.mu.at) <= cache.ttl {
+			cache.mu.Unlock()
+			return b, nil
+		}
+		if f := cache.mu.flight; f != nil && f.gen == cache.mu.gen {
+			cache.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if f.err != nil && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+				continue // the request that read gave up, not this one
+			}
+			return f.buckets, f.err
+		}
+		f := &bucketRead{gen: cache.mu.gen, done: make(chan struct{})}
+		cache.mu.flight = f
+		cache.mu.Unlock()
+
+		f.buckets, f.err = mergeNewest(ctx, l, "buckets", l.shards.ListBuckets, func(b metadata.Bucket) (string, metadata.Version) { return b.Name, b.Version })
+		cache.mu.Lock()
+		if f.err == nil && cache.mu.gen == f.gen {
+			cache.mu.buckets, cache.mu.at = f.buckets, time.Now()
+		}
+		if cache.mu.flight == f {
+			cache.mu.flight = nil
+		}
+		cache.mu.Unlock()
+		close(f.done)
+		return f.buckets, f.err
 	}
-	merged, err := mergeNewest(ctx, l, "buckets", l.shards.ListBuckets, func(b metadata.Bucket) (string, metadata.Version) { return b.Name, b.Version })
-	if err != nil {
-		return nil, err
-	}
-	cache.put(merged)
-	return merged, nil
 }
 
 // bucket returns the live bucket record or errNotFound.
