@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -57,11 +56,7 @@ func (f *fakeKeyStore) ListAccessKeys(_ context.Context, addr string) ([]metadat
 func testKeyring(t *testing.T, secret string) (*keyring, *fakeKeyStore) {
 	t.Helper()
 	f := &fakeKeyStore{held: map[string]map[string]metadata.AccessKey{}, down: map[string]bool{}}
-	var members fakeMembers
-	for i := range 3 {
-		id := fmt.Sprintf("s%d", i)
-		members = append(members, cluster.Member{ID: id, State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: id}})
-	}
+	members := liveShards(3, "s%d")
 	cfg := DefaultConfig()
 	cfg.ClusterSecret, cfg.Logger = secret, slog.New(slog.DiscardHandler)
 	l := &layer{shards: f, nodes: members, clock: clock{writer: "gw"}}

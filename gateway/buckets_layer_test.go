@@ -2,12 +2,10 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -42,12 +40,7 @@ func (f *fakeBucketStore) ListBuckets(ctx context.Context, addr string) ([]metad
 }
 
 func bucketLayer(servers int, f *fakeBucketStore) *layer {
-	var members fakeMembers
-	for i := range servers {
-		id := fmt.Sprintf("s%d", i)
-		members = append(members, cluster.Member{ID: id, State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: id}})
-	}
-	return &layer{shards: f, nodes: members, clock: clock{writer: "gw"}}
+	return &layer{shards: f, nodes: liveShards(servers, "s%d"), clock: clock{writer: "gw"}}
 }
 
 // Requests that find the cache stale at once share one read of the

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/internal/placement"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -93,13 +92,8 @@ func (s *listShards) callsAndRows() (calls, rows int) {
 
 // listLayer is a layer over n shard servers s00.. answering from shards.
 func listLayer(n int, shards *listShards) *layer {
-	var members fakeMembers
-	for i := range n {
-		id := fmt.Sprintf("s%02d", i)
-		members = append(members, cluster.Member{ID: id, State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: id}})
-	}
 	shards.calls = map[string]int{}
-	return &layer{shards: shards, nodes: members}
+	return &layer{shards: shards, nodes: liveShards(n, "s%02d")}
 }
 
 // deletedKeys builds the servers' entries after keys were put on servers

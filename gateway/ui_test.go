@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,17 @@ import (
 )
 
 type fakeMembers []cluster.Member
+
+// liveShards is n live shard servers whose IDs and addresses are
+// fmt.Sprintf(idFormat, i).
+func liveShards(n int, idFormat string) fakeMembers {
+	var members fakeMembers
+	for i := range n {
+		id := fmt.Sprintf(idFormat, i)
+		members = append(members, cluster.Member{ID: id, State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard, HTTP: id}})
+	}
+	return members
+}
 
 func (f fakeMembers) Members() []cluster.Member { return f }
 func (f fakeMembers) Live(role cluster.Role) []cluster.Member {
