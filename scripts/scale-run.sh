@@ -29,6 +29,11 @@
 #   OUT=dir          data, logs and results (default: a new dir under /tmp;
 #                    a million objects need a few GB)
 #   KEEP=1           leave the cluster running at the end (Ctrl-C stops it)
+#   PHASE=all        or fill: load the objects and stop the cluster; or
+#                    measure: start a cluster on OUT's data left by a fill
+#                    phase (with the binary built now) and measure. A fill
+#                    of a million objects takes about an hour; splitting
+#                    lets a new build be measured on the same data.
 #
 # It prints a markdown table and writes results.json to OUT. Nothing else
 # should load the machine while it runs.
@@ -46,6 +51,8 @@ SETTLE=${SETTLE:-120}
 IDLE=${IDLE:-60}
 DOWN=${DOWN:-20}
 DEV_ARGS=${DEV_ARGS:-}
+PHASE=${PHASE:-all}
+case $PHASE in all|fill|measure) ;; *) echo "PHASE=$PHASE: want all, fill or measure" >&2; exit 2;; esac
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/scale-run-XXXXXX")}
 ACCESS=scaleadmin
 SECRET=scaleadmin-secret-key
@@ -82,6 +89,10 @@ status() { admin status --json 2>/dev/null; }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1]); s.close()')
 ENDPOINT="http://127.0.0.1:$port"
 mkdir -p "$DATA"
+if [ "$PHASE" = measure ]; then
+	[ -s "$OUT/fill.json" ] || { echo "PHASE=measure: no fill.json in $OUT (run PHASE=fill first)" >&2; exit 2; }
+	rm -f "$DATA/dev.json"
+fi
 log "starting regen dev on $ENDPOINT ($DATA)"
 # shellcheck disable=SC2086
 REGEN_ACCESS_KEY=$ACCESS REGEN_SECRET_KEY=$SECRET "$REGEN" dev --data "$DATA" --addr "127.0.0.1:$port" $DEV_ARGS >"$OUT/dev.log" 2>&1 &
@@ -107,16 +118,26 @@ cpu_ticks() {
 }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
-log "filling: $OBJECTS objects of $SIZE in $PREFIXES prefixes"
-t0=$(now)
-"$REGEN" bench fill --endpoint "$ENDPOINT" --access $ACCESS --secret $SECRET --bucket scale \
-	--objects "$OBJECTS" --prefixes "$PREFIXES" --size "$SIZE" --concurrency "$CONCURRENCY" --json >"$OUT/fill.json"
-fill_s=$(since "$t0")
-log "filled in ${fill_s%.*} s: $(cat "$OUT/fill.json")"
-if [ "$STRIPED" -gt 0 ]; then
-	log "filling: $STRIPED objects of $STRIPED_SIZE (erasure-coded) in bucket striped"
-	"$REGEN" bench fill --endpoint "$ENDPOINT" --access $ACCESS --secret $SECRET --bucket striped \
-		--objects "$STRIPED" --prefixes 10 --size "$STRIPED_SIZE" --concurrency 8 --quiet --json >"$OUT/fill-striped.json"
+if [ "$PHASE" != measure ]; then
+	log "filling: $OBJECTS objects of $SIZE in $PREFIXES prefixes"
+	t0=$(now)
+	"$REGEN" bench fill --endpoint "$ENDPOINT" --access $ACCESS --secret $SECRET --bucket scale \
+		--objects "$OBJECTS" --prefixes "$PREFIXES" --size "$SIZE" --concurrency "$CONCURRENCY" --json >"$OUT/fill.json"
+	fill_s=$(since "$t0")
+	echo "$fill_s" >"$OUT/fill_s"
+	log "filled in ${fill_s%.*} s: $(cat "$OUT/fill.json")"
+	if [ "$STRIPED" -gt 0 ]; then
+		log "filling: $STRIPED objects of $STRIPED_SIZE (erasure-coded) in bucket striped"
+		"$REGEN" bench fill --endpoint "$ENDPOINT" --access $ACCESS --secret $SECRET --bucket striped \
+			--objects "$STRIPED" --prefixes 10 --size "$STRIPED_SIZE" --concurrency 8 --quiet --json >"$OUT/fill-striped.json"
+	fi
+else
+	fill_s=$(cat "$OUT/fill_s" 2>/dev/null || echo 0)
+	log "measuring the data of an earlier fill phase: $(cat "$OUT/fill.json")"
+fi
+if [ "$PHASE" = fill ]; then
+	log "fill phase done; measure with PHASE=measure OUT=$OUT"
+	exit 0
 fi
 
 log "settling ${SETTLE}s, then measuring idle CPU over ${IDLE}s"
@@ -173,13 +194,9 @@ for _ in $(seq 600); do
 	sleep 0.2
 done
 detect_s=$(since "$t0")
-for _ in $(seq 36000); do
-	st=$(status)
-	if [ "$(echo "$st" | jq '.stripes.degraded // 1')" = 0 ] && [ "$(echo "$st" | jq '.repair.queued + .repair.running')" = 0 ]; then
-		break
-	fi
-	sleep 1
-done
+# Repaired: what `regen admin repair watch` waits for (nothing degraded,
+# queued or running, and the dead server counted by every repair worker).
+admin repair watch --json >"$OUT/repair-watch.jsonl"
 repair_s=$(since "$t0")
 log "dead after ${detect_s} s, repaired after ${repair_s} s ($held bytes, $held_shards shard files held)"
 
