@@ -74,6 +74,12 @@ func (g *Gateway) fiberError(c *fiber.Ctx, err error) error {
 	if errors.As(err, &fe) {
 		status = fe.Code
 	}
+	if status == fiber.StatusRequestTimeout && connguard.NothingReadOf(c.Context().Conn()) {
+		// A connection the client opened and never used: close it
+		// without an answer, as S3 does (see NothingReadOf).
+		c.Context().Conn().Close()
+		return nil
+	}
 	var ae *APIError
 	switch status {
 	case fiber.StatusRequestHeaderFieldsTooLarge:

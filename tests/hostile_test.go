@@ -50,6 +50,7 @@ func TestHostileInput(t *testing.T) {
 
 	t.Run("SlowHeaders", h.slowHeaders)
 	t.Run("IdleConnection", h.idleConnection)
+	t.Run("UnusedConnection", h.unusedConnection)
 	t.Run("StalledBody", h.stalledBody)
 	t.Run("HugeHeaders", h.hugeHeaders)
 	t.Run("BadFraming", h.badFraming)
@@ -265,6 +266,31 @@ func (h *hostile) idleConnection(t *testing.T) {
 	}
 	if d := time.Since(start); d < 2*time.Second || d > 8*time.Second {
 		t.Fatalf("idle connection closed after %v, want about the 3s idle timeout", d)
+	}
+	h.serves(t)
+}
+
+// unusedConnection: a connection the client opened and never used (HTTP
+// clients park spare ones) is closed at the header timeout (2s here)
+// without an answer: Go's client logs one as an "unsolicited response",
+// and others could take it for the answer to their next request.
+func (h *hostile) unusedConnection(t *testing.T) {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.d.info.Endpoint, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("unused connection: %v, want it closed by the server", err)
+	}
+	if len(b) > 0 {
+		t.Fatalf("unused connection got %q, want no answer", b)
+	}
+	if d := time.Since(start); d < time.Second || d > 8*time.Second {
+		t.Fatalf("unused connection closed after %v, want about the 2s header timeout", d)
 	}
 	h.serves(t)
 }

@@ -334,7 +334,9 @@ type Conn struct {
 	body   atomic.Bool  // in the body phase: reads bounded by ReadIdle
 	wdl    atomic.Int64 // the server's own write deadline, unix nanos; 0: none
 	active atomic.Int64 // unix nanos of the last byte moved (or accept)
-	once   sync.Once
+	// read: the peer has sent at least one byte (see NothingReadOf).
+	read atomic.Bool
+	once sync.Once
 }
 
 // StartBody starts the body phase: until the server next sets a read
@@ -351,6 +353,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.active.Store(time.Now().UnixNano())
+		c.read.Store(true)
 	}
 	return n, err
 }
@@ -441,4 +444,17 @@ func StartBodyOf(c net.Conn) bool {
 		return true
 	}
 	return false
+}
+
+// NothingReadOf reports whether c is a guarded plain-TCP connection whose
+// peer never sent a byte. HTTP clients open connections they end up not
+// using (Go's transport dials one per waiting request and parks it when
+// another frees first); when such a connection times out the server
+// should close it silently, since a response nobody asked for is logged
+// by the client as an unsolicited response, or read as the answer to the
+// next request it sends. Over TLS the handshake's bytes count as read, so
+// it reports false there.
+func NothingReadOf(c net.Conn) bool {
+	gc, ok := c.(*Conn)
+	return ok && !gc.read.Load()
 }

@@ -305,3 +305,27 @@ func TestReclaimIdleWhenOutOfDescriptors(t *testing.T) {
 		t.Fatalf("stats %+v: want 2 reclaimed", st)
 	}
 }
+
+// TestNothingRead: a connection counts as unused until its peer sends a
+// byte, so that a server can close an unused one without an answer.
+func TestNothingRead(t *testing.T) {
+	l := listen(t, Config{})
+	conns := acceptAll(l)
+	c := dial(t, l)
+	sc := <-conns
+	if !NothingReadOf(sc) {
+		t.Fatal("a connection nothing was sent on counts as used")
+	}
+	if _, err := c.Write([]byte("G")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(sc, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if NothingReadOf(sc) {
+		t.Fatal("a connection a byte was read from still counts as unused")
+	}
+	if NothingReadOf(c) {
+		t.Fatal("an unguarded connection counts as a guarded unused one")
+	}
+}
