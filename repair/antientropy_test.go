@@ -313,3 +313,77 @@ func TestAntiEntropyPeriodicSkipsRecentWrites(t *testing.T) {
 		t.Errorf("n4 given %v, want only %s", got, old.Key)
 	}
 }
+
+// digestHook is the peers' side of aeCluster with something happening
+// while a peer works out its answer to a digest request.
+type digestHook struct {
+	aeShards
+	during func()
+}
+
+func (s digestHook) SyncDigest(ctx context.Context, addr, peer string, root metadata.Sum) (*metadata.RangeSums, bool, error) {
+	if s.during != nil {
+		s.during()
+	}
+	return s.aeShards.SyncDigest(ctx, addr, peer, root)
+}
+
+// Writes that reach both servers while a peer works out its answer make
+// its sums differ from the ones this server sent; those ranges are in
+// step and must not be listed (under a steady stream of writes that was
+// most ranges at every comparison, each listing reading every key of its
+// range), while a lasting difference still is.
+func TestAntiEntropyIgnoresWritesDuringComparison(t *testing.T) {
+	const keys = 2000
+	c := newAECluster(9, keys)
+	place := c.held["a0"][aeRef(0)].Placement
+	// n3 missed the overwrite of key 7: a lasting difference.
+	m7 := aeManifest(7, 20, place)
+	for i := range 9 {
+		if i != 3 {
+			c.held[fmt.Sprintf("a%d", i)][aeRef(7)] = m7
+		}
+	}
+	// Keys 100-149 are overwritten on every server while the peers
+	// answer: in step, before and after.
+	inFlight := make([]int, 0, 50)
+	for k := 100; k < 150; k++ {
+		inFlight = append(inFlight, k)
+	}
+	var once sync.Once
+	during := func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for _, k := range inFlight {
+				m := aeManifest(k, 30, place)
+				for i := range 9 {
+					c.held[fmt.Sprintf("a%d", i)][aeRef(k)] = m
+				}
+			}
+		})
+	}
+	cfg := DefaultConfig()
+	cfg.NodeID = "n0"
+	w, err := New(cfg, c, c, digestHook{aeShards{c}, during}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var win syncWindow
+	if _, err := w.syncer.pass(context.Background(), false, &win); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.held["a3"][aeRef(7)]; m == nil || m.Version.TS != 20 {
+		t.Errorf("n3 was not given %s, which it missed", aeRef(7).Key)
+	}
+	want := rangesOf([]int{7})
+	for addr, got := range c.listed {
+		got = slices.Compact(slices.Sorted(slices.Values(got)))
+		if addr == "a3" && !slices.Equal(got, want) {
+			t.Errorf("ranges listed by n3: %v, want only %v", got, want)
+		}
+		if addr != "a3" && len(got) > 0 {
+			t.Errorf("ranges listed by %s, in step but for the writes made during the comparison: %v", addr, got)
+		}
+	}
+}
