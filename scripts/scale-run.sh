@@ -25,6 +25,8 @@
 #                    Run twice with different STRIPED to see repair time
 #                    against data held.
 #   SETTLE=120 IDLE=60 DOWN=20   seconds
+#   FILL_START=N     resume a stopped fill phase at object N (what a
+#                    stopped `regen bench fill` printed) on OUT's data
 #   DEV_ARGS="..."   extra flags for regen dev (its repair grace is 5 s)
 #   OUT=dir          data, logs and results (default: a new dir under /tmp;
 #                    a million objects need a few GB)
@@ -52,6 +54,7 @@ IDLE=${IDLE:-60}
 DOWN=${DOWN:-20}
 DEV_ARGS=${DEV_ARGS:-}
 PHASE=${PHASE:-all}
+FILL_START=${FILL_START:-0}
 case $PHASE in all|fill|measure) ;; *) echo "PHASE=$PHASE: want all, fill or measure" >&2; exit 2;; esac
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/scale-run-XXXXXX")}
 ACCESS=scaleadmin
@@ -89,6 +92,9 @@ status() { admin status --json 2>/dev/null; }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1]); s.close()')
 ENDPOINT="http://127.0.0.1:$port"
 mkdir -p "$DATA"
+if [ "$FILL_START" -gt 0 ]; then
+	rm -f "$DATA/dev.json"
+fi
 if [ "$PHASE" = measure ]; then
 	[ -s "$OUT/fill.json" ] || { echo "PHASE=measure: no fill.json in $OUT (run PHASE=fill first)" >&2; exit 2; }
 	rm -f "$DATA/dev.json"
@@ -122,7 +128,7 @@ if [ "$PHASE" != measure ]; then
 	log "filling: $OBJECTS objects of $SIZE in $PREFIXES prefixes"
 	t0=$(now)
 	"$REGEN" bench fill --endpoint "$ENDPOINT" --access $ACCESS --secret $SECRET --bucket scale \
-		--objects "$OBJECTS" --prefixes "$PREFIXES" --size "$SIZE" --concurrency "$CONCURRENCY" --json >"$OUT/fill.json"
+		--start "$FILL_START" --objects $((OBJECTS - FILL_START)) --prefixes "$PREFIXES" --size "$SIZE" --concurrency "$CONCURRENCY" --json >"$OUT/fill.json"
 	fill_s=$(since "$t0")
 	echo "$fill_s" >"$OUT/fill_s"
 	log "filled in ${fill_s%.*} s: $(cat "$OUT/fill.json")"
