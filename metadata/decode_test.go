@@ -64,8 +64,8 @@ func randTime(r *rand.Rand) time.Time {
 func randManifest(r *rand.Rand) *Manifest {
 	m := &Manifest{
 		Bucket: randString(r, 8), Key: randString(r, 30),
-		Version:   Version{TS: r.Int64() - r.Int64(), Writer: randString(r, 10)},
-		Deleted:   r.IntN(4) == 0, Versioned: r.IntN(2) == 0, VersionID: randString(r, 8),
+		Version: Version{TS: r.Int64() - r.Int64(), Writer: randString(r, 10)},
+		Deleted: r.IntN(4) == 0, Versioned: r.IntN(2) == 0, VersionID: randString(r, 8),
 		Size: r.Int64N(1 << 40), ETag: randString(r, 32), ContentType: randString(r, 20),
 		UserMeta: randMap(r), Headers: randMap(r), StorageClass: randString(r, 10), Modified: randTime(r),
 		Checksums: randMap(r), ACL: randString(r, 6), Tags: randMap(r),
