@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -56,6 +57,68 @@ func (s *Store) Lookup(ctx context.Context, bucket, key string, inline bool) (Lo
 		if out.Previous, err = s.previous(bucket, key); err != nil {
 			return Lookup{}, err
 		}
+	}
+	return out, nil
+}
+
+// RawManifest is a manifest as the store keeps it: JSON holds every
+// field but the inline data, which is apart in Inline (nil when the
+// object has none or it was not asked for). Decoding JSON and setting
+// Inline gives the manifest back.
+type RawManifest struct {
+	JSON   []byte
+	Inline []byte
+}
+
+// RawLookup is a Lookup whose manifests are not decoded.
+type RawLookup struct {
+	Current   RawManifest
+	Previous  []RawManifest
+	Committed bool
+}
+
+// LookupRaw is Lookup for a server that passes the manifests on (the
+// shard API's binary lookup reply): the current manifest's JSON is the
+// stored record's, so the common lookup decodes and encodes nothing, and
+// every field of a manifest, present or added later, crosses unchanged.
+// The record's JSON is not parsed here; a reader that cannot decode it
+// has met a corrupt record. Previous versions, which keep their inline
+// data in their JSON, are decoded and encoded without it.
+func (s *Store) LookupRaw(ctx context.Context, bucket, key string, inline bool) (RawLookup, error) {
+	if err := ctx.Err(); err != nil {
+		return RawLookup{}, err
+	}
+	val, err := s.get(manifestKey(bucket, key))
+	if err != nil {
+		return RawLookup{}, err
+	}
+	if len(val) < 2 || val[0] != valueFormat {
+		return RawLookup{}, fmt.Errorf("%w: manifest %s/%s: unknown value format", ErrCorruptRecord, bucket, key)
+	}
+	out := RawLookup{Current: RawManifest{JSON: val[2:]}, Committed: val[1]&flagCommitted != 0}
+	if inline && val[1]&flagInline != 0 {
+		if out.Current.Inline, err = s.get(inlineKey(bucket, key)); err != nil {
+			// NB: as in getCurrent, missing inline data is corruption.
+			return RawLookup{}, fmt.Errorf("%w: inline data of %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+		}
+	}
+	if val[1]&flagPrevious == 0 {
+		return out, nil
+	}
+	prev, err := s.previous(bucket, key)
+	if err != nil {
+		return RawLookup{}, err
+	}
+	for _, p := range prev {
+		rm := RawManifest{}
+		if inline {
+			rm.Inline = p.Inline
+		}
+		p.Inline = nil
+		if rm.JSON, err = json.Marshal(p); err != nil {
+			return RawLookup{}, fmt.Errorf("metadata: encode previous version of %s/%s: %w", bucket, key, err)
+		}
+		out.Previous = append(out.Previous, rm)
 	}
 	return out, nil
 }

@@ -2,8 +2,10 @@ package metadata
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -131,5 +133,54 @@ func TestPutManifestQueued(t *testing.T) {
 	}
 	if st, _ := s.Stats(ctx); st.TombstoneJobs != 1 {
 		t.Fatalf("%d tombstone jobs counted, want 1", st.TombstoneJobs)
+	}
+}
+
+// TestLookupRaw: the undecoded lookup decodes to what Lookup returns,
+// inline data apart, and says the same of absent keys and the mark.
+func TestLookupRaw(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	if _, err := s.LookupRaw(ctx, "b", "k", true); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("absent key: %v, want ErrNotFound", err)
+	}
+	for ts, data := range []string{"one", "two"} {
+		if _, err := s.PutManifest(ctx, inline("b", "k", int64(ts+1), data)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.MarkCommitted(ctx, "b", "k", ver(int64(ts+1))); err != nil {
+			t.Fatal(err)
+		}
+		for _, withData := range []bool{true, false} {
+			raw, err := s.LookupRaw(ctx, "b", "k", withData)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := s.Lookup(ctx, "b", "k", withData)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !withData {
+				for _, p := range want.Previous {
+					p.Inline = nil // as the shard server leaves it out
+				}
+			}
+			decode := func(r RawManifest) *Manifest {
+				t.Helper()
+				m := new(Manifest)
+				if err := json.Unmarshal(r.JSON, m); err != nil || m.Inline != nil {
+					t.Fatalf("raw manifest %s: %v, or inline data in its JSON", r.JSON, err)
+				}
+				m.Inline = r.Inline
+				return m
+			}
+			got := Lookup{Current: decode(raw.Current), Committed: raw.Committed}
+			for _, p := range raw.Previous {
+				got.Previous = append(got.Previous, decode(p))
+			}
+			if !reflect.DeepEqual(got, want) || !want.Committed || len(want.Previous) != ts {
+				t.Fatalf("write %d, inline %v: LookupRaw decodes to\n%+v\nLookup\n%+v", ts+1, withData, got, want)
+			}
+		}
 	}
 }

@@ -29,6 +29,20 @@ func (s *Server) getManifestVersionsBatch(w http.ResponseWriter, r *http.Request
 		s.fail(w, r, fmt.Errorf("%w: a bucket and at most %d keys", shardrpc.ErrBadRequest, shardrpc.MaxBatch))
 		return
 	}
+	if r.URL.Query().Get(shardrpc.ParamFormat) == shardrpc.FormatBinary {
+		// NB: batched lookups serve HEADs and deletes, which need no data.
+		out := make([]shardrpc.RawKeyVersions, len(req.Keys))
+		for i, key := range req.Keys {
+			lk, err := s.meta.LookupRaw(r.Context(), req.Bucket, key, false)
+			if err != nil && !errors.Is(err, metadata.ErrNotFound) && r.Context().Err() != nil {
+				s.fail(w, r, err)
+				return
+			}
+			out[i] = shardrpc.RawAnswer(lk, err)
+		}
+		shardrpc.WriteVersions(w, out)
+		return
+	}
 	out := shardrpc.VersionsBatchResponse{Keys: make([]shardrpc.KeyVersions, len(req.Keys))}
 	for i, key := range req.Keys {
 		lk, err := s.meta.Lookup(r.Context(), req.Bucket, key, false)

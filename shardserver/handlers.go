@@ -207,6 +207,16 @@ func (s *Server) getManifestVersions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inline := q.Get(shardrpc.ParamInline) != "0"
+	if q.Get(shardrpc.ParamFormat) == shardrpc.FormatBinary {
+		// NB: the stored JSON goes out as it is: no decode, no encode.
+		lk, err := s.meta.LookupRaw(r.Context(), bucket, key, inline)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		shardrpc.WriteVersions(w, []shardrpc.RawKeyVersions{shardrpc.RawAnswer(lk, nil)})
+		return
+	}
 	lk, err := s.meta.Lookup(r.Context(), bucket, key, inline)
 	if err != nil {
 		s.fail(w, r, err)

@@ -63,8 +63,12 @@ func (c *Client) GetManifestVersionsBatch(ctx context.Context, addr, bucket stri
 	}
 	op := fmt.Sprintf("get manifest versions of %d keys in %s", len(keys), bucket)
 	var resp VersionsBatchResponse
-	if err := c.call(ctx, addr, op, http.MethodPost, PathManifestVersionsBatch, nil, bytes.NewReader(body), &resp); err != nil {
+	bin, err := c.versionsCall(ctx, addr, op, http.MethodPost, PathManifestVersionsBatch, url.Values{ParamFormat: {FormatBinary}}, bytes.NewReader(body), &resp)
+	if err != nil {
 		return nil, err
+	}
+	if bin != nil {
+		resp.Keys = bin
 	}
 	if len(resp.Keys) != len(keys) {
 		return nil, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("%d answers for %d keys", len(resp.Keys), len(keys))}

@@ -5,7 +5,10 @@
 // JSON for metadata, raw bytes for shard data, so shard streams need no
 // framing and any HTTP tool can debug them. Listing pages, which carry a
 // row per key from every server that holds the key, also come in a
-// compact binary form that a client asks for (see AppendList).
+// compact binary form that a client asks for (see AppendList), and so do
+// lookup replies, which every GET and HEAD asks of several servers: the
+// stored manifests' JSON passed on as it is, inline data as raw bytes
+// (see AppendVersions).
 //
 // # Authentication
 //

@@ -37,9 +37,10 @@ import (
 //	  previous    with entryPrevious: a count (uvarint), then each previous
 //	              version as a key entry without its name (it is the key's)
 const (
-	// ParamFormat asks for a reply encoding; only GET PathList knows it.
+	// ParamFormat asks for a reply encoding; GET PathList and the lookups
+	// (versions_bin.go) know it.
 	ParamFormat = "format"
-	// FormatBinary asks for the binary listing page.
+	// FormatBinary asks for the binary listing page or lookup reply.
 	FormatBinary = "bin"
 	// ContentTypeList marks a binary listing page.
 	ContentTypeList = "application/x-regen-list"

@@ -2,6 +2,7 @@ package shardrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,6 +17,8 @@ const PathManifestVersions = "/v1/manifests/versions"
 
 // ParamInline set to "0" asks PathManifestVersions to leave out the inline
 // data of small objects: a lookup that asks n servers needs it from one.
+// ParamFormat=FormatBinary asks it, and PathManifestVersionsBatch, for
+// the binary reply (versions_bin.go).
 const ParamInline = "inline"
 
 // ManifestVersionsResponse answers GET PathManifestVersions. Current is
@@ -54,9 +57,18 @@ func (c *Client) LookupVersions(ctx context.Context, addr, bucket, key string, i
 
 func (c *Client) getManifestVersions(ctx context.Context, addr, bucket, key string, q url.Values) (ManifestVersionsResponse, error) {
 	op := fmt.Sprintf("get manifest versions %s/%s", bucket, key)
+	q.Set(ParamFormat, FormatBinary)
 	var resp ManifestVersionsResponse
-	if err := c.call(ctx, addr, op, http.MethodGet, PathManifestVersions, q, nil, &resp); err != nil {
+	keys, err := c.versionsCall(ctx, addr, op, http.MethodGet, PathManifestVersions, q, nil, &resp)
+	switch {
+	case err != nil:
 		return ManifestVersionsResponse{}, err
+	case keys != nil && len(keys) != 1:
+		return ManifestVersionsResponse{}, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("%d answers for one key", len(keys))}
+	case keys != nil && keys[0].Err != "":
+		return ManifestVersionsResponse{}, &NodeError{Addr: addr, Op: op, Err: errors.New(keys[0].Err)}
+	case keys != nil:
+		resp = ManifestVersionsResponse{Current: keys[0].Current, Previous: keys[0].Previous, Committed: keys[0].Committed}
 	}
 	if resp.Current == nil {
 		return ManifestVersionsResponse{}, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("reply without a current manifest: %w", ErrNotFound)}
