@@ -143,10 +143,17 @@ func DecodeVersions(b []byte) ([]KeyVersions, error) {
 			out[i].Err = string(r.bytes())
 		case f&versionsFound != 0:
 			ms, err := decodeManifests(r)
-			if err != nil {
+			switch {
+			case errors.Is(err, errBadVersions):
 				return nil, err
+			case err != nil:
+				// NB: a record this server stored corrupt fails its own
+				// key, as the JSON reply's server-side decode did, not
+				// the other keys of a batch.
+				out[i].Err = err.Error()
+			default:
+				out[i] = KeyVersions{Current: ms[0], Previous: ms[1:], Committed: f&versionsCommitted != 0}
 			}
-			out[i] = KeyVersions{Current: ms[0], Previous: ms[1:], Committed: f&versionsCommitted != 0}
 		}
 		if r.err != nil {
 			return nil, fmt.Errorf("%w: %w", errBadVersions, r.err)
@@ -158,7 +165,10 @@ func DecodeVersions(b []byte) ([]KeyVersions, error) {
 	return out, nil
 }
 
-// decodeManifests decodes the manifests of a found key: at least one.
+// decodeManifests decodes the manifests of a found key: at least one. A
+// reply that does not parse is errBadVersions; a manifest whose JSON does
+// not decode (a corrupt record) is another error, after the key's bytes
+// are read.
 func decodeManifests(r *listReader) ([]*metadata.Manifest, error) {
 	n := r.uvarint()
 	// NB: every manifest takes at least two bytes.
@@ -166,19 +176,23 @@ func decodeManifests(r *listReader) ([]*metadata.Manifest, error) {
 		return nil, fmt.Errorf("%w: bad manifest count", errBadVersions)
 	}
 	ms := make([]*metadata.Manifest, n)
+	var bad error
 	for j := range ms {
 		js, inline := r.bytes(), r.bytes()
 		if r.err != nil {
 			return nil, fmt.Errorf("%w: %w", errBadVersions, r.err)
 		}
 		m := new(metadata.Manifest)
-		if err := json.Unmarshal(js, m); err != nil {
-			return nil, fmt.Errorf("%w: manifest %d: %w", errBadVersions, j, err)
+		if err := json.Unmarshal(js, m); err != nil && bad == nil {
+			bad = fmt.Errorf("corrupt manifest record (version %d of the key): %w", j, err)
 		}
 		if len(inline) > 0 {
 			m.Inline = inline
 		}
 		ms[j] = m
+	}
+	if bad != nil {
+		return nil, bad
 	}
 	return ms, nil
 }

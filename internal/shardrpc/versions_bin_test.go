@@ -147,3 +147,17 @@ func TestVersionsBinaryKeyError(t *testing.T) {
 		t.Fatalf("lookup: %v, want a NodeError that is not NotFound", err)
 	}
 }
+
+// A manifest whose stored JSON does not decode fails its own key only:
+// the other keys of the batch are answered.
+func TestVersionsBinaryCorruptRecord(t *testing.T) {
+	good := versionsOf("k", true)
+	bad := RawKeyVersions{Found: true, Manifests: []metadata.RawManifest{{JSON: []byte(`{"bucket":`)}}}
+	got, err := DecodeVersions(AppendVersions(nil, []RawKeyVersions{bad, rawOf(t, good)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Err == "" || got[0].Current != nil || !reflect.DeepEqual(got[1], good) {
+		t.Fatalf("decoded %+v, want an error for the first key and the second whole", got)
+	}
+}
