@@ -167,11 +167,14 @@ func TestLookupRaw(t *testing.T) {
 			}
 			decode := func(r RawManifest) *Manifest {
 				t.Helper()
-				m := new(Manifest)
-				if err := json.Unmarshal(r.JSON, m); err != nil || m.Inline != nil {
+				var noData Manifest
+				if err := json.Unmarshal(r.JSON, &noData); err != nil || noData.Inline != nil {
 					t.Fatalf("raw manifest %s: %v, or inline data in its JSON", r.JSON, err)
 				}
-				m.Inline = r.Inline
+				m, err := r.Decode()
+				if err != nil {
+					t.Fatal(err)
+				}
 				return m
 			}
 			got := Lookup{Current: decode(raw.Current), Committed: raw.Committed}

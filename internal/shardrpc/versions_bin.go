@@ -182,12 +182,9 @@ func decodeManifests(r *listReader) ([]*metadata.Manifest, error) {
 		if r.err != nil {
 			return nil, fmt.Errorf("%w: %w", errBadVersions, r.err)
 		}
-		m := new(metadata.Manifest)
-		if err := json.Unmarshal(js, m); err != nil && bad == nil {
-			bad = fmt.Errorf("corrupt manifest record (version %d of the key): %w", j, err)
-		}
-		if len(inline) > 0 {
-			m.Inline = inline
+		m, err := metadata.RawManifest{JSON: js, Inline: inline}.Decode()
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("version %d of the key: %w", j, err)
 		}
 		ms[j] = m
 	}
