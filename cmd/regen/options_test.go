@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,5 +242,47 @@ func TestCodesChunkTakesUnits(t *testing.T) {
 	}
 	if err := runCodes(context.Background(), []string{"--chunk", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--chunk") {
 		t.Fatalf("--chunk lots: %v, want an error naming --chunk", err)
+	}
+}
+
+// regen dev gives each shard server the machine's cores shared among
+// them: on two cores, twelve servers run one P each (an idle server's
+// timers then wake one thread, not a second spinning one too).
+func TestDevShardProcs(t *testing.T) {
+	lastProcs := func(env []string) string {
+		v := ""
+		for _, kv := range env {
+			if p, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+				v = p
+			}
+		}
+		return v
+	}
+	base := []string{"PATH=/bin"}
+	if got := lastProcs(devShardEnv(base, "s", 0, false, 2, 12)); got != "1" {
+		t.Errorf("2 cores, 12 servers: GOMAXPROCS=%q, want 1", got)
+	}
+	if got := lastProcs(devShardEnv(base, "s", 0, false, 32, 12)); got != "2" {
+		t.Errorf("32 cores, 12 servers: GOMAXPROCS=%q, want 2", got)
+	}
+	if got := lastProcs(devShardEnv(base, "s", 3, true, 2, 12)); got != "3" {
+		t.Errorf("--shard-procs 3: GOMAXPROCS=%q, want 3", got)
+	}
+	// The user's GOMAXPROCS wins over the default, the flag over both.
+	own := append(base, "GOMAXPROCS=4")
+	if got := lastProcs(devShardEnv(own, "s", 0, false, 2, 12)); got != "4" {
+		t.Errorf("GOMAXPROCS=4 inherited: got %q", got)
+	}
+	if got := lastProcs(devShardEnv(own, "s", 2, true, 2, 12)); got != "2" {
+		t.Errorf("GOMAXPROCS=4 and --shard-procs 2: got %q", got)
+	}
+	if env := devShardEnv(base, "s", 0, false, 2, 12); !slices.Contains(env, "REGEN_CLUSTER_SECRET=s") {
+		t.Errorf("no cluster secret in %v", env)
+	}
+	o := newOptionSet("dev", "")
+	var f devFlags
+	f.register(o)
+	if err := o.Parse([]string{"--shard-procs", "-1"}, f.Validate); err == nil {
+		t.Error("--shard-procs -1 accepted")
 	}
 }

@@ -157,26 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.mu.meta = meta
 
-	mc := memberlist.DefaultLANConfig()
-	if cfg.Profile == "local" {
-		mc = memberlist.DefaultLocalConfig()
-		// memberlist's local profile expects an ack within 200 ms; a dev
-		// cluster of a dozen processes on two busy cores misses that and
-		// flaps nodes dead and alive. 500 ms and one more suspicion round
-		// still declare a killed server dead in about five seconds.
-		mc.ProbeTimeout = 500 * time.Millisecond
-		mc.SuspicionMult = 4
-		// A dozen servers joining at once: the local profile sends each
-		// announcement 2*log10(N+1) times (4 with 13 servers) to random
-		// servers, too few for all to hear it, and some learned of
-		// others only at a full state exchange. The LAN profile's
-		// multiplier reaches them all, so the full exchange can stay
-		// rare: every 10 s rather than the 2 s it took before, which
-		// was a third of an idle dev server's CPU (TCP, msgpack,
-		// compression and encryption of the whole member list).
-		mc.RetransmitMult = 4
-		mc.PushPullInterval = 10 * time.Second
-	}
+	mc := profileConfig(cfg.Profile)
 	mc.Name = cfg.NodeID
 	mc.BindAddr = cfg.BindAddr
 	mc.BindPort = cfg.BindPort
@@ -205,6 +186,52 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// localGossipInterval is how often the local profile sends the
+// membership changes it has queued to a few random members. memberlist's
+// local profile says 100 ms, but every tick wakes the process whether or
+// not anything is queued, and ten wake-ups a second in each of a dev
+// cluster's 13 processes were the largest single item of an idle
+// cluster's CPU (issue 18). The LAN profile's 200 ms halves that; a
+// change still reaches every member within a few hundred milliseconds,
+// and failure detection (probes every second, then suspicion) does not
+// wait for these ticks: suspicions and deaths also ride on the probes.
+const localGossipInterval = 200 * time.Millisecond
+
+// profileConfig returns memberlist's configuration for a timing profile
+// ("local" or anything else, which is "lan").
+func profileConfig(profile string) *memberlist.Config {
+	if profile != "local" {
+		return memberlist.DefaultLANConfig()
+	}
+	mc := memberlist.DefaultLocalConfig()
+	// memberlist's local profile expects an ack within 200 ms; a dev
+	// cluster of a dozen processes on two busy cores misses that and
+	// flaps nodes dead and alive. 500 ms and one more suspicion round
+	// still declare a killed server dead in about five seconds.
+	mc.ProbeTimeout = 500 * time.Millisecond
+	mc.SuspicionMult = 4
+	// A dozen servers joining at once: the local profile sends each
+	// announcement 2*log10(N+1) times (4 with 13 servers) to random
+	// servers, too few for all to hear it, and some learned of
+	// others only at a full state exchange. The LAN profile's
+	// multiplier reaches them all, so the full exchange can stay
+	// rare: every 10 s rather than the 2 s it took before, which
+	// was a third of an idle dev server's CPU (TCP, msgpack,
+	// compression and encryption of the whole member list).
+	mc.RetransmitMult = 4
+	mc.PushPullInterval = 10 * time.Second
+	mc.GossipInterval = localGossipInterval
+	// memberlist LZW-compresses every packet, pings and acks included,
+	// and each compression allocates a 64 KiB table: in profiles of idle
+	// dev shard servers compression was a tenth of the samples and the
+	// collections of its garbage most of the GC's quarter, to save bytes
+	// on loopback. Members
+	// read compressed and plain packets alike, so this mixes with nodes
+	// that compress.
+	mc.EnableCompression = false
+	return mc
 }
 
 // rejoin retries joining until one peer answers or ctx ends.
