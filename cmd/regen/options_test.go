@@ -143,6 +143,11 @@ func TestDevHelpShowsDevDefaults(t *testing.T) {
 	if f.repair.grace != 5*time.Second || f.repair.scan != time.Second || f.repair.sync != 10*time.Second || f.gateway.profile != "local" {
 		t.Fatalf("dev defaults: grace %v scan %v sync %v profile %s", f.repair.grace, f.repair.scan, f.repair.sync, f.gateway.profile)
 	}
+	// A scrub pass steps over every manifest (750k per server at a
+	// million objects): no more than hourly on an idle dev cluster.
+	if f.repair.scrubInterval < time.Hour {
+		t.Fatalf("dev scrubs every %v", f.repair.scrubInterval)
+	}
 	// regen shard keeps the production ones.
 	s := newOptionSet("shard", "")
 	var sf shardFlags
