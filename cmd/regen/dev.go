@@ -204,11 +204,11 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 // devShardProcs is the GOMAXPROCS of each of dev's shard servers: procs
 // when set, else the machine's cores shared among the servers, at least
-// one. Each server runs as many threads as it has Ps, and on a machine
-// with fewer cores than servers an idle server's every timer (gossip,
-// pebble, the repair loops) woke a second, spinning thread too: about
-// four context switches a wake-up instead of two. Under load the servers
-// still use every core together.
+// one. With more Ps than its share of the cores, an idle server's
+// timers (gossip, pebble, the repair loops) also wake threads that spin
+// looking for work: on two cores, twelve idle servers with 2 Ps each
+// took 0.42% of a core and 168 context switches a second each, with 1 P
+// 0.36% and 148. Under load the servers still use every core together.
 func devShardProcs(procs, cpus, shards int) int {
 	if procs > 0 {
 		return procs
