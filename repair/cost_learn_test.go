@@ -3,6 +3,7 @@ package repair
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // The first window sets the learned rate; later ones move it by
@@ -15,5 +16,28 @@ func TestMoveLearner(t *testing.T) {
 	// A window at 1 GB/s: cost 0.7*2ns + 0.3*1ns = 1.7ns.
 	if got, want := l.observe(0.5, 500e6), 1/1.7e-9; math.Abs(got-want) > 1e3 {
 		t.Fatalf("second window: %v, want %v", got, want)
+	}
+}
+
+// The disk calibration measures quickly after start-up, then backs off
+// while its measurements find nothing better, up to an hour, and comes
+// back to a minute when one does.
+func TestRecalibrateWait(t *testing.T) {
+	for _, c := range []struct {
+		n, same int
+		want    time.Duration
+	}{
+		{0, 0, time.Second},
+		{4, 4, time.Second},
+		{5, 0, time.Minute},
+		{6, 1, 2 * time.Minute},
+		{9, 4, 16 * time.Minute},
+		{11, 6, time.Hour},
+		{100, 95, time.Hour},
+		{101, 0, time.Minute},
+	} {
+		if got := recalibrateWait(c.n, c.same); got != c.want {
+			t.Errorf("recalibrateWait(%d, %d) = %v, want %v", c.n, c.same, got, c.want)
+		}
 	}
 }
