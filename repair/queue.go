@@ -46,6 +46,30 @@ func (q *jobQueue) pop(now time.Time) *job {
 	return heap.Pop(&q.ready).(queued).j
 }
 
+// popWith removes and returns up to n due jobs that with accepts, from
+// the front of the ready jobs (most endangered first), looking at no more
+// than look of them: the jobs it passes over stay, in their order. It
+// costs O(look log n), not a walk of the queue.
+func (q *jobQueue) popWith(now time.Time, n, look int, with func(*job) bool) []*job {
+	for len(q.later) > 0 && !q.later[0].j.notBefore.After(now) {
+		heap.Push(&q.ready, heap.Pop(&q.later))
+	}
+	var out []*job
+	var passed []queued
+	for ; len(out) < n && look > 0 && len(q.ready) > 0; look-- {
+		e := heap.Pop(&q.ready).(queued)
+		if with(e.j) {
+			out = append(out, e.j)
+		} else {
+			passed = append(passed, e)
+		}
+	}
+	for _, e := range passed {
+		heap.Push(&q.ready, e) // NB: with its seq: its place is kept
+	}
+	return out
+}
+
 func (q *jobQueue) len() int { return len(q.ready) + len(q.later) }
 
 // nextDue is when the first held-back job falls due; false when none is

@@ -77,3 +77,45 @@ func BenchmarkJobQueue(b *testing.B) {
 		})
 	}
 }
+
+// TestJobQueuePopWith: popWith takes the jobs it accepts from the front
+// of the queue, most endangered first, up to its limits, and the jobs it
+// passes over are popped afterwards in the order they had.
+func TestJobQueuePopWith(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var q jobQueue
+	for i := range 10 {
+		j := &job{key: fmt.Sprintf("k%d", i), prio: 1, inline: i%3 != 0}
+		if i == 9 {
+			j.prio = 2 // most endangered: first
+		}
+		q.push(j, now)
+	}
+	inline := func(j *job) bool { return j.inline }
+	got := q.popWith(now, 3, 100, inline)
+	// NB: k9 (prio 2) is not inline; then k1, k2, k4 in push order.
+	if keys := jobKeys(got); keys != "k1 k2 k4" {
+		t.Fatalf("took %s, want k1 k2 k4", keys)
+	}
+	if got := q.popWith(now, 10, 4, inline); jobKeys(got) != "k5" {
+		t.Fatalf("looking at 4 jobs took %s, want k5 (k9, k0 and k3 are passed over)", jobKeys(got))
+	}
+	var rest []*job
+	for j := q.pop(now); j != nil; j = q.pop(now) {
+		rest = append(rest, j)
+	}
+	if keys := jobKeys(rest); keys != "k9 k0 k3 k6 k7 k8" {
+		t.Fatalf("then popped %s, want k9 k0 k3 k6 k7 k8", keys)
+	}
+}
+
+func jobKeys(js []*job) string {
+	s := ""
+	for i, j := range js {
+		if i > 0 {
+			s += " "
+		}
+		s += j.key
+	}
+	return s
+}

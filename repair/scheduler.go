@@ -113,6 +113,27 @@ func (s *scheduler) pop() *job {
 	return j
 }
 
+// popBatch takes the most endangered ready job and, when it may lead a
+// batch (with(nil, first)), up to n-1 more ready jobs that may join it
+// (with(first, j)), from the front of the queue (batchLook of it).
+func (s *scheduler) popBatch(n int, with func(first, j *job) bool) []*job {
+	first := s.pop()
+	if first == nil || n <= 1 || !with(nil, first) {
+		if first == nil {
+			return nil
+		}
+		return []*job{first}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	more := s.queue.popWith(s.now(), n-1, batchLook, func(j *job) bool { return with(first, j) })
+	s.counts.Queued -= int64(len(more))
+	s.counts.Running += int64(len(more))
+	s.m.queued.Set(float64(s.counts.Queued))
+	s.m.running.Set(float64(s.counts.Running))
+	return append([]*job{first}, more...)
+}
+
 // idlePoll is the longest an idle job runner sleeps without a signal: a
 // safety net, since add and pop signal every job (a 200 ms poll of four
 // runners on every shard server was a steady part of an idle cluster's

@@ -220,6 +220,10 @@ type job struct {
 	// noncurrent: version is a noncurrent version of the key (a previous
 	// version in the store), not its current manifest (worker_versions.go).
 	noncurrent bool
+	// inline: the object is stored inside its manifest, as the scan saw
+	// it: its repair is a manifest switch alone, which runs in batches
+	// (switch_batch.go).
+	inline bool
 }
 
 // ref names the job's object version: the key for its current manifest,
@@ -449,17 +453,20 @@ func (w *Worker) enqueue(j *job) bool {
 
 func (w *Worker) runJobs(ctx context.Context) {
 	for ctx.Err() == nil {
-		j := w.sched.pop()
-		if j == nil {
+		js := w.sched.popBatch(inlineBatch, w.batchable)
+		switch {
+		case len(js) == 0:
 			select {
 			case <-ctx.Done():
 				return
 			case <-w.sched.wake:
 			case <-time.After(w.sched.idleWait()):
 			}
-			continue
+		case len(js) == 1:
+			w.runJob(ctx, js[0])
+		default:
+			w.runBatch(ctx, js)
 		}
-		w.runJob(ctx, j)
 	}
 }
 
@@ -486,7 +493,58 @@ var errRetryLater = errors.New("repair: retry at the next scan")
 func (w *Worker) runJob(ctx context.Context, j *job) {
 	t0 := w.now()
 	res, err := w.repair(ctx, j)
-	secs := w.now().Sub(t0).Seconds()
+	w.ended(ctx, j, res, err, w.now().Sub(t0).Seconds())
+}
+
+// runBatch repairs the inline objects of js (batchable, one bucket) with
+// their switches batched (switchBatch); each job ends with its own
+// outcome.
+func (w *Worker) runBatch(ctx context.Context, js []*job) {
+	t0 := w.now()
+	v := w.view()
+	var ops []*switchOp
+	var opJobs []*job
+	var results []Result
+	for _, j := range js {
+		m, lost, err := w.prepare(ctx, v, j)
+		if err == nil && len(m.Parts) > 0 {
+			// NB: not inline after all (the scan saw another manifest
+			// than the one of j.version): repaired alone.
+			w.runJob(ctx, j)
+			continue
+		}
+		var res Result
+		var op *switchOp
+		if err == nil {
+			res, err = w.planInline(v, m, lost, j)
+		}
+		if err == nil {
+			op, err = w.newSwitch(v, m, res.Rebuilt, j.noncurrent)
+		}
+		if err != nil {
+			w.ended(ctx, j, Result{}, err, 0)
+			continue
+		}
+		if w.log.Enabled(ctx, slog.LevelDebug) { // NB: a line per object costs more than its share of the calls
+			w.log.Debug("repair plan", "object", j.ref(), "method", Inline, "lost", lost, "dest", destIDs(res.Rebuilt))
+		}
+		ops, opJobs, results = append(ops, op), append(opJobs, j), append(results, res)
+	}
+	if len(ops) == 0 {
+		return
+	}
+	w.log.Info("repair batch of inline switches", "bucket", js[0].bucket, "jobs", len(ops))
+	errs := w.switchBatch(ctx, w.shards.(batchShards), v, js[0].bucket, ops)
+	// NB: each job's share of the batch's time.
+	secs := w.now().Sub(t0).Seconds() / float64(len(ops))
+	for i, j := range opJobs {
+		w.ended(ctx, j, results[i], errs[i], secs)
+	}
+}
+
+// ended records the outcome of j, run for secs seconds: the scheduler's
+// counts and retry, a sync of an object found changed, a log line.
+func (w *Worker) ended(ctx context.Context, j *job, res Result, err error, secs float64) {
 	if errors.Is(err, ErrSuperseded) && !j.noncurrent {
 		if _, serr := w.syncer.syncKey(ctx, j.bucket, j.key); serr != nil && ctx.Err() == nil {
 			w.log.Warn("manifest sync after a fenced repair", "object", j.ref(), "err", serr)

@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -68,21 +64,40 @@ func (w *Worker) planner(j *job) planFunc {
 // its manifest. The membership is read afresh, so a retry after a second
 // failure re-plans with it.
 func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
-	m, err := w.manifestOf(ctx, j)
-	if errors.Is(err, metadata.ErrNotFound) {
-		return Result{}, fmt.Errorf("%w: %s gone", errRetryLater, j.ref())
-	}
+	v := w.view()
+	m, lost, err := w.prepare(ctx, v, j)
 	if err != nil {
 		return Result{}, err
 	}
-	if m.Version != j.version || m.Deleted {
-		return Result{}, fmt.Errorf("%w: %s changed", errRetryLater, j.ref())
+	if len(m.Parts) == 0 {
+		res, err := w.planInline(v, m, lost, j)
+		if err != nil {
+			return Result{}, err
+		}
+		w.log.Info("repair plan", "object", j.ref(), "method", Inline, "lost", lost, "dest", destIDs(res.Rebuilt))
+		return res, w.switchFor(ctx, j, v, m, res.Rebuilt)
 	}
-	v := w.view()
+	return w.repairParts(ctx, v, m, lost, j)
+}
+
+// prepare reads j's manifest and works out the shards to rebuild (or
+// move) with the membership of v: an error wrapping errRetryLater when
+// the object changed or j's work is no longer this server's to do.
+func (w *Worker) prepare(ctx context.Context, v nodeView, j *job) (*metadata.Manifest, []int, error) {
+	m, err := w.manifestOf(ctx, j)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return nil, nil, fmt.Errorf("%w: %s gone", errRetryLater, j.ref())
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.Version != j.version || m.Deleted {
+		return nil, nil, fmt.Errorf("%w: %s changed", errRetryLater, j.ref())
+	}
 	lost := j.lost
 	if !j.inPlace {
 		if coordinator(v, m.Placement) != v.self {
-			return Result{}, fmt.Errorf("%w: no longer coordinator of %s", errRetryLater, j.ref())
+			return nil, nil, fmt.Errorf("%w: no longer coordinator of %s", errRetryLater, j.ref())
 		}
 		lost = nil
 		for i, id := range m.Placement {
@@ -94,24 +109,27 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 			// Lost shards first: the next scan queues their repair, and
 			// a move never waits on a repair's destinations.
 			if len(lost) > 0 {
-				return Result{}, fmt.Errorf("%w: %s lost shards; repair before moving", errRetryLater, j.ref())
+				return nil, nil, fmt.Errorf("%w: %s lost shards; repair before moving", errRetryLater, j.ref())
 			}
 			lost = draining(v, m.Placement)
 			if len(lost) == 0 {
-				return Result{}, fmt.Errorf("%w: %s has no shards on draining servers any more", errRetryLater, j.ref())
+				return nil, nil, fmt.Errorf("%w: %s has no shards on draining servers any more", errRetryLater, j.ref())
 			}
 		} else if len(lost) == 0 {
-			return Result{}, fmt.Errorf("%w: %s no longer has lost shards", errRetryLater, j.ref())
+			return nil, nil, fmt.Errorf("%w: %s no longer has lost shards", errRetryLater, j.ref())
 		}
 	}
+	return m, lost, nil
+}
+
+// repairParts rebuilds the lost shards of every part of m, j's
+// erasure-coded object, and switches its manifest.
+func (w *Worker) repairParts(ctx context.Context, v nodeView, m *metadata.Manifest, lost []int, j *job) (Result, error) {
 	pinned := map[int]string{}
 	if j.inPlace {
 		for _, i := range lost {
 			pinned[i] = m.Placement[i]
 		}
-	}
-	if len(m.Parts) == 0 {
-		return w.repairInline(ctx, v, m, lost, j)
 	}
 	total := Result{Rebuilt: map[int]Node{}}
 	plan := w.planner(j)
@@ -312,124 +330,69 @@ func repairWriter(node string) string { return "repair-" + node }
 //   - The switch succeeds when k+1 servers store it (or already hold it),
 //     like a PUT. The old placement's live servers get it too, which is
 //     how they learn to drop nothing but what was rebuilt elsewhere.
+//   - The servers that store it are then told it is on a write quorum,
+//     as a gateway tells them of a PUT (notifyCommitted), so their
+//     confirm jobs for it need not ask their peers.
+//
+// switchBatch runs many inline objects' switches with the same rules
+// and the same judgement of each answer (switchOp), its calls batched
+// per server.
 func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.Manifest, rebuilt map[int]Node) error {
-	code, err := w.codes.Get(old.Code)
+	op, err := w.newSwitch(v, old, rebuilt, false)
 	if err != nil {
 		return err
 	}
-	nm := *old
-	nm.Placement = slices.Clone(old.Placement)
-	for i, n := range rebuilt {
-		nm.Placement[i] = n.ID
-	}
-	nm.Version = metadata.Version{TS: old.Version.TS + 1, Writer: repairWriter(w.cfg.NodeID)}
-
-	addr := func(id string) string {
-		if ni := v.nodes[id]; ni.Live {
-			return ni.Addr
-		}
-		return ""
-	}
 	// Fence.
-	var oldLive []string
-	for _, id := range old.Placement {
-		if addr(id) != "" {
-			oldLive = append(oldLive, id)
-		}
-	}
-	var mu sync.Mutex
-	same, newer := 0, false
-	var finish *metadata.Manifest // an unfinished repair switch of old
+	curs := make([]*metadata.Manifest, len(op.oldLive))
+	errs := make([]error, len(op.oldLive))
 	var g errgroup.Group
-	for _, id := range oldLive {
+	for i, id := range op.oldLive {
 		g.Go(func() error {
-			cur, err := w.shards.GetManifest(ctx, addr(id), old.Bucket, old.Key)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.Is(err, shardrpc.ErrNotFound):
-			case err != nil:
-			case cur.Version == old.Version:
-				same++
-			case old.Version.Less(cur.Version):
-				if unfinishedSwitch(old, cur) {
-					if finish == nil || finish.Version.Less(cur.Version) {
-						finish = cur
-					}
-					same++ // it replaced exactly the version being repaired
-					return nil
-				}
-				newer = true
-			}
+			curs[i], errs[i] = w.shards.GetManifest(ctx, op.addr(id), old.Bucket, old.Key)
 			return nil
 		})
 	}
 	g.Wait()
-	if newer {
-		return fmt.Errorf("%w: %s/%s", ErrSuperseded, old.Bucket, old.Key)
+	for i := range op.oldLive {
+		op.fenceAnswer(curs[i], nil, errs[i])
 	}
-	if finish != nil {
-		// An earlier attempt (this server's or another coordinator's)
-		// stored its switch on too few servers. Its shards were durable
-		// and verified before it was written, so finish it rather than
-		// fence it out forever; this attempt's shards become garbage.
-		nm = *finish
-		rebuilt = map[int]Node{}
-		for i, id := range finish.Placement {
-			if id != old.Placement[i] {
-				rebuilt[i] = Node{ID: id, Addr: addr(id)}
-			}
-		}
-	}
-	if same < len(oldLive)/2+1 {
-		return fmt.Errorf("repair: fence %s/%s: %d of %d live servers confirm version %s", old.Bucket, old.Key, same, len(oldLive), old.Version)
+	if err := op.fenced(); err != nil {
+		return err
 	}
 
 	// Write to the old and the new placement.
-	targets := slices.Clone(oldLive)
-	for _, i := range slices.Sorted(maps.Keys(rebuilt)) {
-		if id := rebuilt[i].ID; !slices.Contains(targets, id) {
-			targets = append(targets, id)
-		}
+	type answer struct {
+		stored bool
+		cur    metadata.Version
+		err    error
 	}
-	ok, lostRace := 0, false
-	var errs []error
-	for _, id := range targets {
+	answers := make([]answer, len(op.targets))
+	wctx, cancel := context.WithTimeout(ctx, switchWriteTimeout)
+	defer cancel()
+	for i, id := range op.targets {
 		g.Go(func() error {
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			stored, cur, err := w.shards.PutManifest(cctx, addr(id), &nm)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
-			case stored || cur == nm.Version:
-				ok++
-			default:
-				lostRace = true
-			}
+			a := &answers[i]
+			a.stored, a.cur, a.err = w.shards.PutManifest(wctx, op.addr(id), &op.nm)
 			return nil
 		})
 	}
 	g.Wait()
-	if lostRace && ok == 0 {
-		return fmt.Errorf("%w: %s/%s", ErrSuperseded, old.Bucket, old.Key)
+	for i, id := range op.targets {
+		op.wrote(id, answers[i].stored, answers[i].cur, false, answers[i].err)
 	}
-	if quorum := min(code.DataShards()+1, len(targets)); ok < quorum {
-		return fmt.Errorf("repair: switch %s/%s: %d of %d servers stored it, need %d: %w", old.Bucket, old.Key, ok, len(targets), quorum, errors.Join(errs...))
-	}
-	return nil
+	err = op.result()
+	w.notifyCommitted(ctx, v, []*switchOp{op}, []error{err})
+	return err
 }
 
 // Inline is the Result.Method of an object stored inside its manifest:
 // its "repair" is copying the manifest to new servers.
 const Inline Method = "inline"
 
-// repairInline gives an object stored inside its manifest new placement
+// planInline gives an object stored inside its manifest new placement
 // servers for the lost ones: the manifest switch itself writes the
-// (whole) object to them.
-func (w *Worker) repairInline(ctx context.Context, v nodeView, m *metadata.Manifest, lost []int, j *job) (Result, error) {
+// (whole) object to them. The Result names them (Rebuilt).
+func (w *Worker) planInline(v nodeView, m *metadata.Manifest, lost []int, j *job) (Result, error) {
 	if j.inPlace {
 		return Result{}, fmt.Errorf("%w: %s is inline, nothing to rebuild in place", errRetryLater, j.ref())
 	}
@@ -444,8 +407,7 @@ func (w *Worker) repairInline(ctx context.Context, v nodeView, m *metadata.Manif
 		res.Rebuilt[i] = Node{ID: id, Addr: v.nodes[id].Addr}
 	}
 	w.m.decision(string(Inline))
-	w.log.Info("repair plan", "object", j.ref(), "method", Inline, "lost", lost, "dest", destIDs(res.Rebuilt))
-	return res, w.switchFor(ctx, j, v, m, res.Rebuilt)
+	return res, nil
 }
 
 // unfinishedSwitch reports whether cur is a repair switch of exactly old

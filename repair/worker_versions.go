@@ -2,13 +2,8 @@ package repair
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -119,113 +114,51 @@ func (w *Worker) switchVersion(ctx context.Context, v nodeView, old *metadata.Ma
 	if !ok {
 		return fmt.Errorf("repair: switch %s/%s version %s: the shard client cannot write noncurrent versions", old.Bucket, old.Key, old.VersionID)
 	}
-	code, err := w.codes.Get(old.Code)
+	op, err := w.newSwitch(v, old, rebuilt, true)
 	if err != nil {
 		return err
 	}
-	nm := *old
-	nm.Placement = slices.Clone(old.Placement)
-	for i, n := range rebuilt {
-		nm.Placement[i] = n.ID
-	}
-	nm.Version = metadata.Version{TS: old.Version.TS + 1, Writer: noncurrentWriter(w.cfg.NodeID)}
-	addr := func(id string) string {
-		if ni := v.nodes[id]; ni.Live {
-			return ni.Addr
-		}
-		return ""
-	}
 
 	// Fence.
-	var oldLive []string
-	for _, id := range old.Placement {
-		if addr(id) != "" {
-			oldLive = append(oldLive, id)
-		}
+	type versions struct {
+		cur  *metadata.Manifest
+		prev []*metadata.Manifest
+		err  error
 	}
-	var mu sync.Mutex
-	same, newer := 0, false
-	var finish *metadata.Manifest
+	answers := make([]versions, len(op.oldLive))
 	var g errgroup.Group
-	for _, id := range oldLive {
+	for i, id := range op.oldLive {
 		g.Go(func() error {
-			cur, prev, err := vsh.GetManifestVersions(ctx, addr(id), old.Bucket, old.Key)
-			if err != nil {
-				return nil // NB: not found or unreachable: holds nothing to count
-			}
-			f := fenceVersion(old, &nm, append(prev, cur))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case f.newer:
-				newer = true
-			case f.finish != nil:
-				if finish == nil || finish.Version.Less(f.finish.Version) {
-					finish = f.finish
-				}
-				same++
-			case f.holds:
-				same++
-			}
+			a := &answers[i]
+			// NB: not found or unreachable: holds nothing to count.
+			a.cur, a.prev, a.err = vsh.GetManifestVersions(ctx, op.addr(id), old.Bucket, old.Key)
 			return nil
 		})
 	}
 	g.Wait()
-	ref := fmt.Sprintf("%s/%s version %s", old.Bucket, old.Key, old.S3VersionID())
-	if newer {
-		return fmt.Errorf("%w: %s", ErrSuperseded, ref)
+	for _, a := range answers {
+		op.fenceAnswer(a.cur, a.prev, a.err)
 	}
-	if need := max(code.DataShards(), len(oldLive)/2+1); same < need {
-		// NB: not a failure to retry at once: a version fewer than k
-		// servers hold is not visible (a failed write kept below k), or
-		// they do not answer now; the next scan looks again.
-		return fmt.Errorf("%w: fence %s: %d of %d live servers hold version %s, need %d", errRetryLater, ref, same, len(oldLive), old.Version, need)
-	}
-	if finish != nil {
-		nm = *finish
-		if nm.Inline == nil {
-			nm.Inline = old.Inline
-		}
-		rebuilt = map[int]Node{}
-		for i, id := range finish.Placement {
-			if id != old.Placement[i] {
-				rebuilt[i] = Node{ID: id, Addr: addr(id)}
-			}
-		}
+	if err := op.fenced(); err != nil {
+		return err
 	}
 
 	// Write to the old and the new placement.
-	targets := slices.Clone(oldLive)
-	for _, i := range slices.Sorted(maps.Keys(rebuilt)) {
-		if id := rebuilt[i].ID; !slices.Contains(targets, id) {
-			targets = append(targets, id)
-		}
-	}
-	held := 0
-	var errs []error
-	for _, id := range targets {
+	held := make([]bool, len(op.targets))
+	errs := make([]error, len(op.targets))
+	wctx, cancel := context.WithTimeout(ctx, switchWriteTimeout)
+	defer cancel()
+	for i, id := range op.targets {
 		g.Go(func() error {
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			ok, err := vsh.PutVersion(cctx, addr(id), &nm)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				errs = append(errs, fmt.Errorf("node %s: %w", id, err))
-			case ok:
-				held++
-			default:
-				errs = append(errs, fmt.Errorf("node %s: does not hold the switch", id))
-			}
+			held[i], errs[i] = vsh.PutVersion(wctx, op.addr(id), &op.nm)
 			return nil
 		})
 	}
 	g.Wait()
-	if quorum := min(code.DataShards()+1, len(targets)); held < quorum {
-		return fmt.Errorf("repair: switch %s: %d of %d servers hold it, need %d: %w", ref, held, len(targets), quorum, errors.Join(errs...))
+	for i, id := range op.targets {
+		op.wrote(id, false, metadata.Version{}, held[i], errs[i])
 	}
-	return nil
+	return op.result()
 }
 
 // versionFence is what one server's versions say about the switch of a

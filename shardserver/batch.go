@@ -66,7 +66,8 @@ func (s *Server) getManifestVersionsBatch(w http.ResponseWriter, r *http.Request
 }
 
 // putManifestsBatch is putManifest for many manifests: each is fenced by
-// the request's lease parameter and stored on its own, with its own
+// the request's lease parameter (shardrpc.Unfenced: not checked, as a
+// single put without the parameter) and stored on its own, with its own
 // result.
 func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
 	var req shardrpc.PutBatchRequest
@@ -104,12 +105,17 @@ func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // storeClientManifest stores m, a client's write fenced by the key's
-// lease (fence: the holder, or shardrpc.NoLease), and queues its
+// lease (fence: the holder, or shardrpc.NoLease; shardrpc.Unfenced: an
+// internal write, stored without a check as a single put without the
+// lease parameter is), and queues its
 // follow-up work. Its result's Current is the key's current version after
 // the write, which is newer than m when a newer write got there first.
 func (s *Server) storeClientManifest(ctx context.Context, m *metadata.Manifest, fence string) (metadata.PutResult, error) {
 	if m == nil {
 		return metadata.PutResult{}, fmt.Errorf("%w: no manifest", shardrpc.ErrBadRequest)
+	}
+	if fence == shardrpc.Unfenced {
+		return s.storeManifest(ctx, m)
 	}
 	done, err := s.leases.admit(shardrpc.LeaseName(m.Bucket, m.Key), fence, s.now())
 	if err != nil {

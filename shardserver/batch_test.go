@@ -2,7 +2,9 @@ package shardserver
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
@@ -53,5 +55,34 @@ func TestPutManifestReportsReplaced(t *testing.T) {
 		if res.Stored != tc.stored || res.Replaced != tc.replaced {
 			t.Errorf("write at %d: %+v, want stored %v, replaced %v", tc.ts, res, tc.stored, tc.replaced)
 		}
+	}
+}
+
+// TestPutBatchUnfenced: a batch fenced shardrpc.Unfenced (inline repair
+// switches) is stored as single PutManifests without the lease parameter
+// are, while another writer holds the key's lease, where a batch of
+// writes made without the lease (NoLease) is refused.
+func TestPutBatchUnfenced(t *testing.T) {
+	env := newEnv(t, nil)
+	ctx := context.Background()
+	mk := func(ts int64) *metadata.Manifest {
+		return &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: ts, Writer: "w"}, Deleted: true}
+	}
+	if err := env.client.AcquireLease(ctx, env.addr, shardrpc.LeaseName("b", "k"), "gw-1/x", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.client.PutManifestsFenced(ctx, env.addr, []*metadata.Manifest{mk(100)}, shardrpc.NoLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err(), shardrpc.ErrLeaseHeld) {
+		t.Fatalf("a write without the lease while it is held: %+v, want refused", res[0])
+	}
+	res, err = env.client.PutManifestsFenced(ctx, env.addr, []*metadata.Manifest{mk(100)}, shardrpc.Unfenced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Err() != nil || !r.Stored || r.Current == nil || r.Current.TS != 100 {
+		t.Fatalf("unfenced batch: %+v, want stored", r)
 	}
 }

@@ -117,9 +117,18 @@ type PutBatchResponse struct {
 	Results []PutResult `json:"results"`
 }
 
+// Unfenced is the lease fence of a batch of internal writes that a single
+// PutManifest (no lease parameter) would make, with no lease check: the
+// repair switches of inline objects (repair/switch_batch.go). A switch's
+// version is old.TS+1ns, below every client write made after the object
+// (docs/CONSISTENCY.md, rule 3), so it never needs the key's lease to
+// stay behind one. A server that predates it refuses each such manifest
+// as not held by this holder (ErrLeaseHeld).
+const Unfenced = "*"
+
 // PutManifestsFenced stores up to MaxBatch manifests as client writes
-// fenced by lease (see PutManifestFenced); the results are in the order of
-// ms.
+// fenced by lease (see PutManifestFenced), or with lease Unfenced as
+// PutManifest stores them; the results are in the order of ms.
 func (c *Client) PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, lease string) ([]PutResult, error) {
 	if len(ms) > MaxBatch {
 		return nil, fmt.Errorf("%w: %d manifests in one batch (at most %d)", ErrBadRequest, len(ms), MaxBatch)

@@ -10,8 +10,9 @@ import (
 	"github.com/regen-s3/regen/metadata"
 )
 
-// PathCommitted takes a CommittedRequest: the gateway tells the servers
-// that stored a manifest that a write quorum stored it. A server's confirm
+// PathCommitted takes a CommittedRequest: the gateway (or the repair
+// worker, of a manifest switch) tells the servers that stored a manifest
+// that a write quorum stored it. A server's confirm
 // job for that version then needs to ask no peer (they would all answer
 // what the gateway already knows): an overwrite or a delete costs one
 // notice per server instead of n-1 lookups per server.
