@@ -387,3 +387,22 @@ func TestAntiEntropyIgnoresWritesDuringComparison(t *testing.T) {
 		}
 	}
 }
+
+// An inline job's estimate, as the scan queues it, is what the manifest
+// would give, without reading the manifest again: the scan of a dead
+// server's groups queues hundreds of thousands of them.
+func TestInlineEstimateWithoutRead(t *testing.T) {
+	c := newAECluster(9, 1)
+	m := c.held["a0"][aeRef(0)]
+	m.Parts = nil // inline
+	w := newAEWorker(t, c)
+	read := w.estimate(&job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: []int{3}, inline: true})
+	if read.Seconds == 0 || read.Fsyncs != float64(len(m.Placement)) {
+		t.Fatalf("estimate from the manifest: %+v", read)
+	}
+	delete(c.held["a0"], aeRef(0)) // a read now finds nothing and estimates zero
+	got := w.estimate(&job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: []int{3}, inline: true, width: len(m.Placement)})
+	if got != read {
+		t.Fatalf("estimate of a scanned inline job %+v, want %+v (as from its manifest)", got, read)
+	}
+}

@@ -174,7 +174,7 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 			// Fully redundant: only shards on draining servers may
 			// need a new home.
 			if moves := draining(v, m.Placement); len(moves) > 0 {
-				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true, noncurrent: noncurrent, inline: len(m.Parts) == 0}
+				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true, noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement)}
 				counts.Draining += parts
 				if s.jobs.isWaiting(j.ref()) {
 					counts.DrainWaiting += parts
@@ -193,7 +193,7 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 			return nil
 		}
 		if len(lost) > 0 {
-			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs), noncurrent: noncurrent, inline: len(m.Parts) == 0}
+			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs), noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement)}
 			if s.jobs.isWaiting(j.ref()) {
 				counts.Waiting += parts
 			}
