@@ -406,3 +406,68 @@ func TestInlineEstimateWithoutRead(t *testing.T) {
 		t.Fatalf("estimate of a scanned inline job %+v, want %+v (as from its manifest)", got, read)
 	}
 }
+
+func TestPickRanges(t *testing.T) {
+	rs := []int{3, 10, 20, 30, 40}
+	for _, c := range []struct {
+		start, limit int
+		want         []int
+		next         int
+	}{
+		{0, 0, rs, 0},
+		{0, 5, rs, 0},
+		{0, 2, []int{3, 10}, 11},
+		{11, 2, []int{20, 30}, 31},
+		{31, 2, []int{3, 40}, 4},
+		{41, 3, []int{3, 10, 20}, 21},
+		{4095, 1, []int{3}, 4},
+	} {
+		got, next := pickRanges(rs, c.start, c.limit)
+		if !slices.Equal(got, c.want) || next != c.next {
+			t.Errorf("pickRanges(%v, %d, %d) = %v, %d; want %v, %d", rs, c.start, c.limit, got, next, c.want, c.next)
+		}
+	}
+}
+
+// A periodic pass lists at most periodicRanges differing ranges per peer
+// (listing reads every key of a range, and while repairs or heavy writes
+// stream through, most ranges differ), going round from pass to pass, so
+// that a peer missing many old writes is still healed in a few passes.
+func TestAntiEntropyPeriodicBoundsListing(t *testing.T) {
+	c := newAECluster(9, 3000)
+	place := c.held["a0"][aeRef(0)].Placement
+	w := newAEWorker(t, c)
+	now := time.Unix(10000, 0)
+	w.now = func() time.Time { return now }
+	var missed []int
+	for k := 0; k < 3000; k += 30 { // 100 keys, old writes n4 missed
+		m := aeManifest(k, now.Add(-time.Hour).UnixNano(), place)
+		for i := range 9 {
+			if i != 4 {
+				c.held[fmt.Sprintf("a%d", i)][aeRef(k)] = m
+			}
+		}
+		missed = append(missed, k)
+	}
+	want := len(rangesOf(missed))
+	if want <= 2*periodicRanges {
+		t.Fatalf("only %d differing ranges: the test needs more than two passes' worth", want)
+	}
+	var win syncWindow
+	passes := 0
+	for ; passes < 20 && len(c.puts["a4"]) < len(missed); passes++ {
+		c.listed = map[string][]int{}
+		if _, err := w.syncer.pass(context.Background(), true, &win); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(c.listed["a4"]); got > periodicRanges {
+			t.Fatalf("pass %d listed %d ranges of n4, want at most %d", passes, got, periodicRanges)
+		}
+	}
+	if got := len(c.puts["a4"]); got != len(missed) {
+		t.Fatalf("n4 given %d of the %d keys it missed after %d passes", got, len(missed), passes)
+	}
+	if max := (want + periodicRanges - 1) / periodicRanges; passes > max {
+		t.Errorf("healed in %d passes, want at most %d (%d ranges, %d a pass)", passes, max, want, periodicRanges)
+	}
+}

@@ -77,6 +77,9 @@ type syncer struct {
 
 	mu    sync.Mutex
 	stats syncCounters // the range comparisons
+	// next is, per peer, the range a periodic pass's listing starts from
+	// (see periodicRanges).
+	next map[string]int
 }
 
 // kick asks for a full sync.
