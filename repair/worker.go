@@ -87,7 +87,7 @@ func DefaultConfig() Config {
 		// A walk of a million manifests takes seconds; hourly it costs
 		// a fraction of a percent of a core.
 		FullScanInterval: time.Hour,
-		SyncInterval:     5 * time.Minute, // a missed write is whole again within 5-10 minutes
+		SyncInterval:     5 * time.Minute, // a missed write the MRF queue did not heal is whole again within 5-10 minutes (many: periodicRanges ranges per peer and pass)
 		Method:           Auto,
 		Retries:          5,
 		Backoff:          time.Second,
