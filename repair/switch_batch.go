@@ -218,7 +218,6 @@ func (w *Worker) switchBatch(ctx context.Context, bs batchShards, v nodeView, bu
 		werrs[i] = op.result()
 		errs[writeIdx[i]] = werrs[i]
 	}
-	w.notifyCommitted(ctx, v, write, werrs)
 	return errs
 }
 

@@ -380,9 +380,7 @@ func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.M
 	for i, id := range op.targets {
 		op.wrote(id, answers[i].stored, answers[i].cur, false, answers[i].err)
 	}
-	err = op.result()
-	w.notifyCommitted(ctx, v, []*switchOp{op}, []error{err})
-	return err
+	return op.result()
 }
 
 // Inline is the Result.Method of an object stored inside its manifest:
