@@ -507,8 +507,13 @@ func decodeValue(val []byte, v any) error {
 	if len(val) < 2 || val[0] != valueFormat {
 		return fmt.Errorf("unknown value format")
 	}
-	return gojson.Unmarshal(val[2:], v)
+	return decodeJSON(val[2:], v)
 }
+
+// decodeJSON is the one JSON decoder of stored values, whether read from
+// pebble (decodeValue) or from a lookup reply (RawManifest.Decode), so
+// the two cannot drift apart.
+func decodeJSON(data []byte, v any) error { return gojson.Unmarshal(data, v) }
 
 // pebbleLogger sends pebble's log lines to slog (or nowhere).
 type pebbleLogger struct{ l *slog.Logger }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-	gojson "github.com/goccy/go-json"
 )
 
 // Committed marks.
@@ -72,13 +71,13 @@ type RawManifest struct {
 }
 
 // Decode returns the manifest r holds. It decodes as the store does
-// (decodeValue: goccy/go-json, which reads what encoding/json wrote into
+// (decodeJSON: goccy/go-json, which reads what encoding/json wrote into
 // the same values at a third of the CPU), so a gateway reading a lookup
 // reply pays what a server's decode used to cost, not more. Inline is
 // r.Inline, not a copy.
 func (r RawManifest) Decode() (*Manifest, error) {
 	m := new(Manifest)
-	if err := gojson.Unmarshal(r.JSON, m); err != nil {
+	if err := decodeJSON(r.JSON, m); err != nil {
 		return nil, fmt.Errorf("%w: manifest: %w", ErrCorruptRecord, err)
 	}
 	if len(r.Inline) > 0 {
