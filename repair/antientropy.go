@@ -82,8 +82,9 @@ type peerDiff struct {
 // is a safety net (the write path's quorum and the missed-write queue heal
 // writes first, and a return or a start lists every differing range), so
 // it lists at most this many per peer per pass, going round the ranges
-// from pass to pass: a lasting difference is reached within
-// DigestRanges/periodicRanges passes at worst.
+// from pass to pass, and only ranges whose difference lasted (lasting): a
+// lasting difference is reached within DigestRanges/periodicRanges+1
+// passes at worst (+lastingPasses for a range writes keep changing).
 const periodicRanges = 16
 
 // pickRanges returns at most limit of ranges (sorted, ascending), the
@@ -102,17 +103,68 @@ func pickRanges(ranges []int, start, limit int) (picked []int, next int) {
 	return picked, (ranges[(i-1)%len(ranges)] + 1) % metadata.DigestRanges
 }
 
+// lastingPasses is how many periodic passes in a row a range must differ
+// in before a pass lists it although it changed between them (lasting).
+const lastingPasses = 3
+
+// rangeSeen is a range a periodic comparison found differing: both sides'
+// sums then, and in how many passes in a row it differed.
+type rangeSeen struct {
+	ours, theirs metadata.Sum
+	passes       int
+}
+
+// lasting returns the ranges of differing (ours against theirs) that a
+// periodic pass lists, and what it leaves for the next pass to compare
+// with. A range is listed when the previous pass (prev) saw it differ with
+// the same sums on both sides, so nothing reached it for a whole interval
+// and the difference is a real one, or when it differed in lastingPasses
+// passes in a row, so that a hot range whose sums never hold still is
+// reached too.
+//
+// Why: under a stream of writes (a fill, a repair's switches) most
+// comparisons catch writes that have reached one server of a pair and not
+// yet the other, and listing such a range reads every key in it on both
+// sides to find nothing (a million-object fill: ~1,000 listings for 59
+// keys to heal, a third of a shard server's CPU). A write in flight
+// changes the sums of its range by the next pass; a missed write does not.
+func lasting(prev map[int]rangeSeen, ours, theirs *metadata.RangeSums, differing []int) (list []int, seen map[int]rangeSeen) {
+	seen = make(map[int]rangeSeen, len(differing))
+	for _, r := range differing {
+		now := rangeSeen{ours: ours[r], theirs: theirs[r], passes: 1}
+		if p, ok := prev[r]; ok {
+			now.passes = p.passes + 1
+			if p.ours == now.ours && p.theirs == now.theirs || now.passes >= lastingPasses {
+				list = append(list, r)
+			}
+		}
+		seen[r] = now
+	}
+	return list, seen
+}
+
+// peerCursor is a periodic pass's memory of one peer: where its listing
+// goes on from (pickRanges) and the ranges it found differing (lasting).
+type peerCursor struct {
+	next int
+	seen map[int]rangeSeen
+}
+
 // comparePeer compares this server's sums for peer id with id's sums for
-// this server, and lists the differing ranges on both sides: all of them,
-// or with limit > 0 at most limit of them, going round from start (see
-// periodicRanges); next is where the next round starts.
-func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, addr string, start, limit int) (peerDiff, int, error) {
+// this server, and lists the differing ranges on both sides. A full sync
+// (cur nil) lists all of them; a periodic pass lists those that last
+// (lasting), at most periodicRanges of them, going round from cur.next,
+// and returns the cursor for the next pass.
+func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, addr string, cur *peerCursor) (peerDiff, *peerCursor, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	before := rs.RangeDigest(id)
 	theirs, same, err := rp.SyncDigest(cctx, addr, self, before.Root())
 	if err != nil || same {
-		return peerDiff{}, start, err
+		if cur != nil && err == nil {
+			cur = &peerCursor{next: cur.next} // in step: nothing differs
+		}
+		return peerDiff{}, cur, err
 	}
 	// NB: the peer's sums are taken some time after ours (its queue, the
 	// network): writes that reached both servers in between make a range
@@ -125,24 +177,31 @@ func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, ad
 	// equal to either of our snapshots was in step at that moment, and
 	// whatever diverges later is seen by a later comparison.
 	ranges := metadata.DiffRanges(before, theirs)
+	after := before
 	if len(ranges) > 0 {
-		after := rs.RangeDigest(id)
+		after = rs.RangeDigest(id)
 		ranges = slices.DeleteFunc(ranges, func(r int) bool { return after[r] == theirs[r] })
 	}
-	if len(ranges) == 0 {
-		return peerDiff{}, start, nil
-	}
 	differing := len(ranges)
-	ranges, next := pickRanges(ranges, start, limit)
+	if cur != nil {
+		var seen map[int]rangeSeen
+		ranges, seen = lasting(cur.seen, after, theirs, ranges)
+		var next int
+		ranges, next = pickRanges(ranges, cur.next, periodicRanges)
+		cur = &peerCursor{next: next, seen: seen}
+	}
+	if len(ranges) == 0 {
+		return peerDiff{differing: differing}, cur, nil
+	}
 	remote, err := rp.SyncEntries(cctx, addr, self, ranges)
 	if err != nil {
-		return peerDiff{}, start, err
+		return peerDiff{}, cur, err
 	}
 	local, err := rs.RangeEntries(cctx, id, ranges)
 	if err != nil {
-		return peerDiff{}, start, err
+		return peerDiff{}, cur, err
 	}
-	return peerDiff{differing: differing, keys: diffEntries(local, remote)}, next, nil
+	return peerDiff{differing: differing, keys: diffEntries(local, remote)}, cur, nil
 }
 
 // syncRanges is a sync by range comparison with every live peer. With
@@ -167,16 +226,18 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 		if id == v.self || !ni.Live || ni.Addr == "" {
 			continue
 		}
-		limit := 0
+		var cur *peerCursor // a full sync lists every differing range
 		if settled != 0 {
-			limit = periodicRanges
+			s.mu.Lock()
+			cur = s.cursors[id]
+			s.mu.Unlock()
+			if cur == nil {
+				cur = &peerCursor{}
+			}
 		}
-		s.mu.Lock()
-		start := s.next[id]
-		s.mu.Unlock()
 		g.Go(func() error {
 			p0 := s.now()
-			d, next, err := comparePeer(ctx, rs, rp, v.self, id, ni.Addr, start, limit)
+			d, next, err := comparePeer(ctx, rs, rp, v.self, id, ni.Addr, cur)
 			ps := shardrpc.PeerSync{Compared: metadata.DigestRanges, Differing: int64(d.differing), Keys: int64(len(d.keys)),
 				Seconds: s.now().Sub(p0).Seconds(), At: s.now().UTC().Format(time.RFC3339Nano)}
 			if err != nil {
@@ -197,12 +258,14 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 				}
 			}
 			s.notePeerSync(id, ps)
-			s.mu.Lock()
-			if s.next == nil {
-				s.next = map[string]int{}
+			if next != nil {
+				s.mu.Lock()
+				if s.cursors == nil {
+					s.cursors = map[string]*peerCursor{}
+				}
+				s.cursors[id] = next
+				s.mu.Unlock()
 			}
-			s.next[id] = next
-			s.mu.Unlock()
 			return nil
 		})
 	}

@@ -306,8 +306,10 @@ func TestAntiEntropyPeriodicSkipsRecentWrites(t *testing.T) {
 		}
 	}
 	var win syncWindow
-	if _, err := w.syncer.pass(context.Background(), true, &win); err != nil {
-		t.Fatal(err)
+	for range 2 { // NB: the first pass notes the differing ranges, the second lists those that lasted
+		if _, err := w.syncer.pass(context.Background(), true, &win); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got := c.puts["a4"]; !slices.Equal(got, []string{old.Key}) {
 		t.Errorf("n4 given %v, want only %s", got, old.Key)
@@ -467,7 +469,93 @@ func TestAntiEntropyPeriodicBoundsListing(t *testing.T) {
 	if got := len(c.puts["a4"]); got != len(missed) {
 		t.Fatalf("n4 given %d of the %d keys it missed after %d passes", got, len(missed), passes)
 	}
-	if max := (want + periodicRanges - 1) / periodicRanges; passes > max {
+	// NB: +1: the first pass only notes the ranges (lasting).
+	if max := (want+periodicRanges-1)/periodicRanges + 1; passes > max {
 		t.Errorf("healed in %d passes, want at most %d (%d ranges, %d a pass)", passes, max, want, periodicRanges)
+	}
+}
+
+func TestLasting(t *testing.T) {
+	sum := func(x uint64) metadata.Sum { return metadata.Sum{x, x} }
+	var ours, theirs metadata.RangeSums
+	for r := range 6 {
+		ours[r], theirs[r] = sum(uint64(r+1)), sum(uint64(100+r))
+	}
+	prev := map[int]rangeSeen{
+		0: {ours: ours[0], theirs: theirs[0], passes: 1}, // unchanged since the last pass: lasting
+		1: {ours: sum(9), theirs: theirs[1], passes: 1},  // ours moved: a write in flight, maybe
+		2: {ours: ours[2], theirs: sum(9), passes: 1},    // theirs moved
+		3: {ours: sum(9), theirs: sum(9), passes: 2},     // moved, but the third pass in a row
+		4: {ours: ours[4], theirs: theirs[4], passes: 5}, // unchanged and long-lasting
+		9: {ours: sum(1), theirs: sum(2), passes: 1},     // in step now: forgotten
+	}
+	list, seen := lasting(prev, &ours, &theirs, []int{0, 1, 2, 3, 4, 5})
+	if want := []int{0, 3, 4}; !slices.Equal(list, want) {
+		t.Errorf("listed %v, want %v", list, want)
+	}
+	wantPasses := map[int]int{0: 2, 1: 2, 2: 2, 3: 3, 4: 6, 5: 1}
+	if len(seen) != len(wantPasses) {
+		t.Errorf("seen %v, want ranges %v", seen, wantPasses)
+	}
+	for r, n := range wantPasses {
+		if got := seen[r]; got.passes != n || got.ours != ours[r] || got.theirs != theirs[r] {
+			t.Errorf("seen[%d] = %+v, want %d passes with the sums of now", r, got, n)
+		}
+	}
+	if list, _ := lasting(nil, &ours, &theirs, []int{0, 1}); len(list) != 0 {
+		t.Errorf("a first comparison listed %v", list)
+	}
+}
+
+// A periodic pass lists a differing range only once it lasts: a range
+// whose sums change from pass to pass (writes streaming through it, each
+// seen on one server of the pair before the other) is not listed until it
+// has differed in lastingPasses passes, while a missed write, which
+// leaves its range's sums alone, is listed by the second pass.
+func TestAntiEntropyPeriodicListsLastingDifferences(t *testing.T) {
+	c := newAECluster(9, 2000)
+	place := c.held["a0"][aeRef(0)].Placement
+	w := newAEWorker(t, c)
+	now := time.Unix(10000, 0)
+	w.now = func() time.Time { return now }
+	// n4 missed an old write of key 7: a lasting difference.
+	m7 := aeManifest(7, now.Add(-time.Hour).UnixNano(), place)
+	for i := range 9 {
+		if i != 4 {
+			c.held[fmt.Sprintf("a%d", i)][aeRef(7)] = m7
+		}
+	}
+	// Key 11 is written on every pass, reaching n4 last: its range
+	// differs at every comparison, with other sums each time.
+	hot := aeRef(11)
+	if slices.Contains(rangesOf([]int{7}), rangesOf([]int{11})[0]) {
+		t.Fatal("keys 7 and 11 share a range: pick others")
+	}
+	var win syncWindow
+	for pass := 1; pass <= lastingPasses; pass++ {
+		m := aeManifest(11, now.Add(-time.Hour+time.Duration(pass)*time.Second).UnixNano(), place)
+		for i := range 9 {
+			if i != 4 {
+				c.held[fmt.Sprintf("a%d", i)][hot] = m
+			}
+		}
+		c.listed = map[string][]int{}
+		if _, err := w.syncer.pass(context.Background(), true, &win); err != nil {
+			t.Fatal(err)
+		}
+		got := slices.Compact(slices.Sorted(slices.Values(c.listed["a4"])))
+		var want []int
+		switch {
+		case pass == 2:
+			want = rangesOf([]int{7})
+		case pass == lastingPasses:
+			want = rangesOf([]int{11})
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("pass %d listed %v with n4, want %v", pass, got, want)
+		}
+	}
+	if m := c.held["a4"][aeRef(7)]; m == nil || m.Version != m7.Version {
+		t.Errorf("n4 was not given key 7, which it missed")
 	}
 }

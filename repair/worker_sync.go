@@ -77,9 +77,9 @@ type syncer struct {
 
 	mu    sync.Mutex
 	stats syncCounters // the range comparisons
-	// next is, per peer, the range a periodic pass's listing starts from
-	// (see periodicRanges).
-	next map[string]int
+	// cursors are, per peer, what the last periodic pass left for the next
+	// (peerCursor: where its listing goes on, the ranges it saw differ).
+	cursors map[string]*peerCursor
 }
 
 // kick asks for a full sync.
