@@ -173,6 +173,35 @@ func (s *Store) MarkCommitted(ctx context.Context, bucket, key string, v Version
 	return true, previous, nil
 }
 
+// CurrentIs reports whether v is the current version of (bucket, key)
+// here and whether the key has previous versions, as MarkCommitted does,
+// but writes nothing: for a notice that may serve a confirm job but must
+// not vouch for the version to readers (a repair switch's, shard API
+// PathConfirmed). It takes no lock: the answer is a hint the confirm job
+// checks against its own version, so a write racing it costs at most an
+// unused note.
+func (s *Store) CurrentIs(ctx context.Context, bucket, key string, v Version) (current, previous bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, false, err
+	}
+	val, err := s.get(manifestKey(bucket, key))
+	if err != nil {
+		return false, false, ignoreNotFound(err)
+	}
+	// NB: the version alone is decoded: a notice names thousands of keys
+	// a second while a repair switches a dead server's objects.
+	var m struct {
+		Version Version `json:"version"`
+	}
+	if err := decodeValue(val, &m); err != nil {
+		return false, false, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+	}
+	if m.Version != v {
+		return false, false, nil
+	}
+	return true, val[1]&flagPrevious != 0, nil
+}
+
 // committedFlag returns flagCommitted when the record at mk is marked.
 // writeVersions asks only when the record's version stays current (an
 // older write kept as a previous version, DropPrevious), so the mark

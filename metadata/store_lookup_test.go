@@ -96,6 +96,40 @@ func TestMarkCommitted(t *testing.T) {
 	}
 }
 
+// TestCurrentIs: CurrentIs answers what MarkCommitted would (the named
+// version current here, the key with previous versions) and leaves the
+// record unmarked, whatever it answers.
+func TestCurrentIs(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	for _, tc := range []struct {
+		step              string
+		put               int64 // 0: no write before the question
+		key               string
+		ask               int64
+		wantCur, wantPrev bool
+	}{
+		{"an absent key", 0, "absent", 1, false, false},
+		{"a fresh key, its version", 2, "k", 2, true, false},
+		{"a fresh key, another version", 0, "k", 1, false, false},
+		{"an overwrite, its version", 3, "k", 3, true, true},
+		{"an overwrite, the replaced version", 0, "k", 2, false, false},
+	} {
+		if tc.put != 0 {
+			if _, err := s.PutManifest(ctx, obj("b", tc.key, tc.put, nodes3, fmt.Sprint("p", tc.put))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cur, prev, err := s.CurrentIs(ctx, "b", tc.key, ver(tc.ask))
+		if err != nil || cur != tc.wantCur || prev != tc.wantPrev {
+			t.Errorf("%s: CurrentIs = %v, %v, %v; want %v, %v", tc.step, cur, prev, err, tc.wantCur, tc.wantPrev)
+		}
+		if lk, err := s.Lookup(ctx, "b", "k", false); err == nil && lk.Committed {
+			t.Fatalf("%s: the record is marked committed", tc.step)
+		}
+	}
+}
+
 // TestPutManifestQueued: the jobs a write's result calls for are queued
 // with it (and counted), and none for a write that changes nothing.
 func TestPutManifestQueued(t *testing.T) {

@@ -72,7 +72,7 @@ func (w *Worker) batchable(first, j *job) bool {
 // the membership of v, with one fence call and one write call to each
 // server involved (more when a server's share exceeds shardrpc.MaxBatch
 // or maxSwitchBatchBytes, or holds both current and noncurrent switches),
-// then tells the servers which switches are committed (notifyCommitted):
+// then tells the servers which switches are confirmed (notifyConfirmed):
 // errs[i] is ops[i]'s outcome, as switchManifest or switchVersion would
 // return it.
 func (w *Worker) switchBatch(ctx context.Context, bs batchShards, v nodeView, bucket string, ops []*switchOp) []error {
@@ -218,6 +218,7 @@ func (w *Worker) switchBatch(ctx context.Context, bs batchShards, v nodeView, bu
 		werrs[i] = op.result()
 		errs[writeIdx[i]] = werrs[i]
 	}
+	w.notifyConfirmed(ctx, v, write, werrs)
 	return errs
 }
 

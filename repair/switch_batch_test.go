@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,14 +25,36 @@ type inlineCluster struct {
 	mu    sync.Mutex
 	local map[string]*metadata.Manifest              // key -> n0's manifest
 	held  map[string]map[string][]*metadata.Manifest // addr -> key -> versions, current first
-	calls map[string]int                             // "fence a3", "write a3", "get a3", "put a3"
+	calls map[string]int                             // "fence a3", "write a3", "get a3", "put a3", "confirm a3"
 	// refuse: addr/key whose writes fail.
 	refuse map[string]bool
+	// confirmed: addr -> the versions it was told are confirmed, by key.
+	confirmed map[string]map[string][]metadata.Version
 }
 
 func newInlineCluster() *inlineCluster {
 	return &inlineCluster{members: newFakeCluster(12), local: map[string]*metadata.Manifest{},
-		held: map[string]map[string][]*metadata.Manifest{}, calls: map[string]int{}, refuse: map[string]bool{}}
+		held: map[string]map[string][]*metadata.Manifest{}, calls: map[string]int{}, refuse: map[string]bool{},
+		confirmed: map[string]map[string][]metadata.Version{}}
+}
+
+// confirmedOn returns the servers told that key's version v is confirmed,
+// and fails t if one was told so twice or of another version of key.
+func (c *inlineCluster) confirmedOn(t *testing.T, key string, v metadata.Version) []string {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []string
+	for i := range 12 {
+		vs := c.confirmed[fmt.Sprintf("a%d", i)][key]
+		if len(vs) > 1 || (len(vs) == 1 && vs[0] != v) {
+			t.Fatalf("n%d told %v of %s confirmed, want %s at most once", i, vs, key, v)
+		}
+		if len(vs) == 1 {
+			ids = append(ids, fmt.Sprintf("n%d", i))
+		}
+	}
+	return ids
 }
 
 // add places an inline object on n0, n8 and 7 of the others (which
@@ -183,6 +206,20 @@ func (s inlineShards) Committed(_ context.Context, addr string, refs []shardrpc.
 	return nil
 }
 
+// Confirmed counts confirm notices and records the versions they name.
+func (s inlineShards) Confirmed(_ context.Context, addr string, refs []shardrpc.VersionRef) error {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	s.c.calls["confirm "+addr]++
+	if s.c.confirmed[addr] == nil {
+		s.c.confirmed[addr] = map[string][]metadata.Version{}
+	}
+	for _, r := range refs {
+		s.c.confirmed[addr][r.Key] = append(s.c.confirmed[addr][r.Key], r.Version)
+	}
+	return nil
+}
+
 // inlineWorker is n0's worker over c with n8 dead (its objects lost), and
 // the repair of objects 0..n-1 queued.
 func inlineWorker(t *testing.T, c *inlineCluster, n int) *Worker {
@@ -226,10 +263,10 @@ func switched(c *inlineCluster, m *metadata.Manifest) (ids []string, sw *metadat
 }
 
 // TestInlineBatchOneCallPerServer: the repairs of many inline objects
-// taken together cost one fence call and one write call per server, and
-// each object is switched as alone: its live old servers and a new one
-// hold the switch, inline data and all. (No commit notice: see
-// switchOp.)
+// taken together cost one fence call, one write call and one confirm
+// notice per server, and each object is switched as alone: its live old
+// servers and a new one hold the switch, inline data and all, and each of
+// them is told it is confirmed. (No commit notice: see switchOp.)
 func TestInlineBatchOneCallPerServer(t *testing.T) {
 	const n = 40
 	c := newInlineCluster()
@@ -239,12 +276,12 @@ func TestInlineBatchOneCallPerServer(t *testing.T) {
 	w := inlineWorker(t, c, n)
 	runQueued(t, w, n)
 	for k, calls := range c.calls {
-		if calls != 1 || (k[:5] != "fence" && k[:5] != "write") {
-			t.Errorf("%d calls %q, want one batched fence and write per server", calls, k)
+		if kind, _, _ := strings.Cut(k, " "); calls != 1 || (kind != "fence" && kind != "write" && kind != "confirm") {
+			t.Errorf("%d calls %q, want one batched fence, write and confirm notice per server", calls, k)
 		}
 	}
-	if len(c.calls) != 2*11 {
-		t.Errorf("calls %v, want a fence and a write to each of the 11 live servers", c.calls)
+	if len(c.calls) != 3*11 {
+		t.Errorf("calls %v, want a fence, a write and a confirm notice to each of the 11 live servers", c.calls)
 	}
 	for i := range n {
 		m := c.local[fmt.Sprintf("k%02d", i)]
@@ -254,6 +291,9 @@ func TestInlineBatchOneCallPerServer(t *testing.T) {
 		}
 		if sw.Version.Writer != repairWriter("n0") || string(sw.Inline) != string(m.Inline) || slices.Contains(sw.Placement, "n8") {
 			t.Fatalf("%s: switch %+v, want n0's with the object's data, off n8", m.Key, sw)
+		}
+		if told := c.confirmedOn(t, m.Key, sw.Version); !slices.Equal(told, ids) {
+			t.Fatalf("%s: %v told its switch is confirmed, want its holders %v", m.Key, told, ids)
 		}
 	}
 	if st := w.sched.counts; st.Done != n || st.Running != 0 || st.Queued != 0 || st.ByMethod[string(Inline)] != n {
@@ -278,6 +318,9 @@ func TestInlineBatchSupersededAlone(t *testing.T) {
 	runQueued(t, w, n)
 	if ids, _ := switched(c, m); len(ids) != 0 {
 		t.Errorf("the overwritten object was switched on %v", ids)
+	}
+	if told := c.confirmedOn(t, m.Key, metadata.Version{}); len(told) != 0 {
+		t.Errorf("the overwritten object's switch was noticed to %v", told)
 	}
 	for i := range n {
 		if i == 3 {
@@ -353,6 +396,9 @@ func TestInlineBatchQuorumShortRetriedAlone(t *testing.T) {
 	if st := w.sched.counts; st.Done != n-1 || st.Failed != 0 || st.Queued != 1 {
 		t.Fatalf("counts %+v, want %d done and one queued again", st, n-1)
 	}
+	if told := c.confirmedOn(t, m.Key, metadata.Version{}); len(told) != 0 {
+		t.Errorf("a switch short of its quorum was noticed to %v", told)
+	}
 	q := w.sched.jobs()
 	if len(q) != 1 || q[0].key != m.Key || q[0].attempt != 1 {
 		t.Fatalf("queued %+v, want %s's second attempt", q, m.Key)
@@ -368,8 +414,12 @@ func TestInlineBatchQuorumShortRetriedAlone(t *testing.T) {
 		t.Fatalf("took %d jobs, want the retry alone", len(js))
 	}
 	w.runJob(context.Background(), js[0])
-	if ids, _ := switched(c, m); len(ids) != 9 {
-		t.Errorf("after the retry switched on %v, want 9 servers", ids)
+	ids, sw := switched(c, m)
+	if len(ids) != 9 {
+		t.Fatalf("after the retry switched on %v, want 9 servers", ids)
+	}
+	if told := c.confirmedOn(t, m.Key, sw.Version); !slices.Equal(told, ids) {
+		t.Errorf("after the retry (a single switch) %v told it is confirmed, want its holders %v", told, ids)
 	}
 	if st := w.sched.counts; st.Done != n {
 		t.Errorf("counts %+v, want %d done", st, n)

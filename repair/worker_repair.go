@@ -330,9 +330,10 @@ func repairWriter(node string) string { return "repair-" + node }
 //   - The switch succeeds when k+1 servers store it (or already hold it),
 //     like a PUT. The old placement's live servers get it too, which is
 //     how they learn to drop nothing but what was rebuilt elsewhere.
-//   - The servers that store it are then told it is on a write quorum,
-//     as a gateway tells them of a PUT (notifyCommitted), so their
-//     confirm jobs for it need not ask their peers.
+//   - The servers that store it are then told it is on a write quorum
+//     (notifyConfirmed), so their confirm jobs for it need not ask their
+//     peers; unlike a gateway's notice of a PUT, it is not marked
+//     committed for readers (see switchOp).
 //
 // switchBatch runs many inline objects' switches with the same rules
 // and the same judgement of each answer (switchOp), its calls batched
@@ -380,7 +381,9 @@ func (w *Worker) switchManifest(ctx context.Context, v nodeView, old *metadata.M
 	for i, id := range op.targets {
 		op.wrote(id, answers[i].stored, answers[i].cur, false, answers[i].err)
 	}
-	return op.result()
+	err = op.result()
+	w.notifyConfirmed(ctx, v, []*switchOp{op}, []error{err})
+	return err
 }
 
 // Inline is the Result.Method of an object stored inside its manifest:

@@ -1,6 +1,7 @@
 package shardserver
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -9,10 +10,10 @@ import (
 	"github.com/regen-s3/regen/metadata"
 )
 
-// committedSet remembers the versions gateways reported as stored on a
-// write quorum (shardrpc.PathCommitted) that replaced a version here, so
-// that a confirm job for one of them confirms it without asking the
-// peers. It lives in memory and is bounded: a version it forgot (a
+// committedSet remembers the versions gateways and repair switches
+// reported as stored on a write quorum (shardrpc.PathCommitted,
+// PathConfirmed) that replaced a version here, so that a confirm job for
+// one of them confirms it without asking the peers. It lives in memory and is bounded: a version it forgot (a
 // restart, or more notices than it holds before their jobs ran) is
 // confirmed the slow way, by asking, which is always right. A notice can
 // only confirm, never roll back, so a lost or late one costs time, not
@@ -54,6 +55,22 @@ func (c *committedSet) take(r shardrpc.VersionRef) bool {
 }
 
 func (s *Server) committed(w http.ResponseWriter, r *http.Request) {
+	// NB: the mark lets readers trust the version from fewer answers
+	// (docs/CONSISTENCY.md, rule 1); the note serves the confirm job.
+	s.notice(w, r, s.meta.MarkCommitted)
+}
+
+// confirmed takes a notice for the confirm jobs alone
+// (shardrpc.PathConfirmed, a repair switch's): the note without the mark.
+func (s *Server) confirmed(w http.ResponseWriter, r *http.Request) {
+	s.notice(w, r, s.meta.CurrentIs)
+}
+
+// notice notes each version of a notice for its confirm job when check
+// (which marks it or not) finds it current here and the key with previous
+// versions, which only a key with a confirm job has. A version that is no
+// longer current here gets no note: its key moved on.
+func (s *Server) notice(w http.ResponseWriter, r *http.Request, check func(ctx context.Context, bucket, key string, v metadata.Version) (current, previous bool, err error)) {
 	var req shardrpc.CommittedRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -64,11 +81,7 @@ func (s *Server) committed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, v := range req.Versions {
-		// NB: the mark lets readers trust the version from fewer answers
-		// (docs/CONSISTENCY.md, rule 1); the note serves the confirm job,
-		// which only a key with previous versions has. A version that is
-		// no longer current here gets neither: its key moved on.
-		current, previous, err := s.meta.MarkCommitted(r.Context(), v.Bucket, v.Key, v.Version)
+		current, previous, err := check(r.Context(), v.Bucket, v.Key, v.Version)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -80,7 +93,8 @@ func (s *Server) committed(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// noted reports whether a gateway said cur is on a write quorum.
+// noted reports whether a gateway or a repair switch said cur is on a
+// write quorum.
 func (s *Server) noted(cur *metadata.Manifest) bool {
 	return s.notes.take(shardrpc.VersionRef{Bucket: cur.Bucket, Key: cur.Key, Version: cur.Version})
 }

@@ -32,6 +32,53 @@ func TestCommittedNoticeConfirmsWithoutAsking(t *testing.T) {
 	}
 }
 
+// TestConfirmedNoticeConfirmsWithoutMarking: a repair switch's notice
+// (PathConfirmed) serves the confirm job as a gateway's does, which then
+// asks no peer (all silent here, so asking could not confirm), but never
+// marks the version committed for readers; and it notes only a current
+// version with previous versions under it.
+func TestConfirmedNoticeConfirmsWithoutMarking(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ctx := context.Background()
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	notice := func(v *metadata.Manifest) {
+		t.Helper()
+		ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v.Version}
+		if err := ce.client.Confirmed(ctx, ce.addr, []shardrpc.VersionRef{ref}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unmarked := func(step string) {
+		t.Helper()
+		res, err := ce.client.LookupVersions(ctx, ce.addr, "b", "k", false)
+		if err != nil || res.Committed {
+			t.Fatalf("%s: committed %v (%v), want no mark", step, res.Committed, err)
+		}
+	}
+	ce.putManifest(t, v1)
+	notice(v1)
+	unmarked("a fresh key noticed")
+	notice(v2) // not held here
+	if n := len(ce.srv.notes.set); n != 0 {
+		t.Fatalf("%d confirm notes for a key without previous versions or a version not held", n)
+	}
+	ce.putManifest(t, v2)
+	notice(v2)
+	unmarked("the overwrite noticed")
+	if n := len(ce.srv.notes.set); n != 1 {
+		t.Fatalf("%d confirm notes for an overwrite, want 1", n)
+	}
+	ce.setPeers(0, 9, peerState{err: errors.New("connection refused")})
+	ce.tick(t, testGCDelay)
+	if got := ce.state(t); got != "2 |" {
+		t.Fatalf("after the notice: versions %q, want v1 dropped", got)
+	}
+	if ce.peers.calls != 0 {
+		t.Fatalf("the confirm job asked %d peers, want none", ce.peers.calls)
+	}
+	unmarked("confirmed")
+}
+
 func TestCommittedSetIsBounded(t *testing.T) {
 	var c committedSet
 	for i := range maxCommitted + 10 {

@@ -138,6 +138,7 @@ func (s *Server) routes() http.Handler {
 		{"POST " + shardrpc.PathManifestVersionsBatch, "get_manifest_versions_batch", s.getManifestVersionsBatch},
 		{"POST " + shardrpc.PathManifestsBatch, "put_manifests_batch", s.putManifestsBatch},
 		{"POST " + shardrpc.PathCommitted, "committed", s.committed},
+		{"POST " + shardrpc.PathConfirmed, "confirmed", s.confirmed},
 		{"POST " + shardrpc.PathManifestAbort, "abort_manifest", s.abortManifest},
 		{"POST " + shardrpc.PathManifestDeleteVersion, "delete_version", s.deleteVersion},
 		{"POST " + shardrpc.PathTombstonesRemove, "remove_tombstones", s.removeTombstones},

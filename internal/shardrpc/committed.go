@@ -10,13 +10,23 @@ import (
 	"github.com/regen-s3/regen/metadata"
 )
 
-// PathCommitted takes a CommittedRequest: the gateway (or the repair
-// worker, of a manifest switch) tells the servers that stored a manifest
-// that a write quorum stored it. A server's confirm
-// job for that version then needs to ask no peer (they would all answer
-// what the gateway already knows): an overwrite or a delete costs one
-// notice per server instead of n-1 lookups per server.
+// PathCommitted takes a CommittedRequest: the gateway tells the servers
+// that stored a manifest that a write quorum stored it. Each marks the
+// version committed for readers (docs/CONSISTENCY.md, rule 1), and its
+// confirm job for that version then needs to ask no peer (they would all
+// answer what the gateway already knows): an overwrite or a delete costs
+// one notice per server instead of n-1 lookups per server.
 const PathCommitted = "/v1/manifests/committed"
+
+// PathConfirmed takes a CommittedRequest too, for the confirm jobs alone:
+// the repair worker tells the servers that stored a manifest switch that
+// a write quorum stored it, and they note it for their confirm jobs
+// without marking it committed (a switch may place the key outside the
+// servers rule 1's argument counts on). A path of its own rather than a
+// field of the request: a server that predates it answers 404 (a notice
+// is best effort) where it would have read a field it ignores as a
+// commit notice and marked the version.
+const PathConfirmed = "/v1/manifests/confirmed"
 
 // VersionRef names one version of a key.
 type VersionRef struct {
@@ -25,7 +35,8 @@ type VersionRef struct {
 	Version metadata.Version `json:"version"`
 }
 
-// CommittedRequest lists versions each stored by a write quorum.
+// CommittedRequest lists versions each stored by a write quorum (the body
+// of PathCommitted and PathConfirmed).
 type CommittedRequest struct {
 	Versions []VersionRef `json:"versions"`
 }
@@ -41,4 +52,18 @@ func (c *Client) Committed(ctx context.Context, addr string, refs []VersionRef) 
 		return err
 	}
 	return c.call(ctx, addr, fmt.Sprintf("committed %d versions", len(refs)), http.MethodPost, PathCommitted, nil, bytes.NewReader(body), nil)
+}
+
+// Confirmed tells addr that each of refs (at most MaxBatch) is stored on a
+// write quorum, for its confirm jobs only (PathConfirmed): unlike
+// Committed, it marks nothing for readers.
+func (c *Client) Confirmed(ctx context.Context, addr string, refs []VersionRef) error {
+	if len(refs) > MaxBatch {
+		return fmt.Errorf("%w: %d versions in one notice (at most %d)", ErrBadRequest, len(refs), MaxBatch)
+	}
+	body, err := json.Marshal(CommittedRequest{Versions: refs})
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, addr, fmt.Sprintf("confirmed %d versions", len(refs)), http.MethodPost, PathConfirmed, nil, bytes.NewReader(body), nil)
 }
