@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -179,10 +180,14 @@ type manifestVote struct {
 
 	// agreed is the current version every answer so far named, unless
 	// split: an answer named another one, or none. marked: an answer
-	// carried the committed mark of its current version. See decide.
-	agreed *metadata.Manifest
-	split  bool
-	marked bool
+	// carried the committed mark of its current version. outside: an
+	// answer came from a server its current version's placement does not
+	// name (a manifest sync stores a newer version wherever it finds an
+	// older one). See decide.
+	agreed  *metadata.Manifest
+	split   bool
+	marked  bool
+	outside bool
 }
 
 // readManifest returns the newest manifest of bucket/key that every
@@ -345,6 +350,9 @@ func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest, c
 		v.split = true
 	}
 	v.marked = v.marked || (committed && len(versions) > 0)
+	if len(versions) > 0 && !slices.Contains(versions[0].Placement, id) {
+		v.outside = true
+	}
 	for _, m := range versions {
 		l.clock.observe(m.Version)
 		if v.keep != nil && !v.keep(m) {
@@ -449,8 +457,9 @@ const (
 // or one still in flight, which is ordered after this read.
 //
 //   - found, marked: every server asked answered and named the same
-//     current version, one of them with its committed mark, and fewer
-//     than minK of first did not answer (see below);
+//     current version, each of them a server of that version's
+//     placement and one of them with its committed mark, and fewer than
+//     minK of first did not answer (see below);
 //   - found: the newest readable version (>= k votes) when no newer
 //     version may be visible, and fewer than minK of first did not
 //     answer (as for absent: a newer version whose holders are all
@@ -471,6 +480,18 @@ const (
 // newer version or lack V. None did: all named V as their current
 // version. So V is the newest visible version, as the k-vote rule would
 // find with more answers. Lookups of one version (keep) do not use it.
+//
+// Only servers of V's placement may answer so. A DELETE writes its
+// tombstone to the placement of the version it read (rule 2), and a
+// manifest sync stores V on a server that held an older version of the
+// key whatever V's placement: a server outside it never gets V's
+// tombstone. When V's placement skipped servers of first (they were down
+// when V was written, or a repair moved V off them), those servers can
+// hold V, unmarked, beside the two of V's placement a tombstone may
+// miss: four answers naming V, one marked, after an acknowledged DELETE
+// (TestMarkedOutsidePlacementAfterDelete; chaos seed 8383). Among the
+// servers of V's placement, a tombstone of V misses at most n-(k+1) (2
+// with rs-6-3), fewer than the first round asks.
 func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, verdict) {
 	// A version no answering server names is not weighed below: when
 	// minK or more of first are silent, the holders of a newer visible
@@ -482,7 +503,7 @@ func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, ver
 			silent++
 		}
 	}
-	if v.keep == nil && v.marked && !v.split && v.agreed != nil && silent < l.minK {
+	if v.keep == nil && v.marked && !v.split && !v.outside && v.agreed != nil && silent < l.minK {
 		return v.byVersion[v.agreed.Version], verdictFound
 	}
 	var best *metadata.Manifest
