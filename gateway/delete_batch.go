@@ -34,9 +34,8 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 	_, addrs := l.liveShards()
 	width := max(l.maxN, 1)
 
-	// Look every key up on the first servers of its order: meetAll live
-	// ones first, which decide a key whose current version every one of
-	// them names and one marks committed (see lookup), then the rest of
+	// Look every key up on the first servers of its order: firstAsk live
+	// ones first, as many as k votes need (see lookup), then the rest of
 	// the first maxN for the keys they leave undecided.
 	firsts := make([][]string, len(keys))
 	later := make([][]string, len(keys))
@@ -52,7 +51,7 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 			switch {
 			case !live:
 				votes[i].fail(nil)
-			case asked < l.meetAll(len(firsts[i])):
+			case asked < l.firstAsk(len(firsts[i])):
 				byServer[id] = append(byServer[id], i)
 				asked++
 			default:

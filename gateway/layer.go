@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -177,17 +176,6 @@ type manifestVote struct {
 	errs        []error
 	// keep, when set, selects the versions counted (lookupWhere).
 	keep func(*metadata.Manifest) bool
-
-	// agreed is the current version every answer so far named, unless
-	// split: an answer named another one, or none. marked: an answer
-	// carried the committed mark of its current version. outside: an
-	// answer came from a server its current version's placement does not
-	// name (a manifest sync stores a newer version wherever it finds an
-	// older one). See decide.
-	agreed  *metadata.Manifest
-	split   bool
-	marked  bool
-	outside bool
 }
 
 // readManifest returns the newest manifest of bucket/key that every
@@ -217,18 +205,15 @@ func (l *layer) readHead(ctx context.Context, bucket, key string) (*metadata.Man
 // lookup is readManifest; inline asks for a small object's data, which
 // one server sends (the first of the order, or a holder asked afterwards).
 //
-// The first round asks maxN-minK+1 live servers of the key's first maxN
-// (meetAll), not all maxN: a version that may be visible has k holders
-// within the first maxN, and that many meet every such set, so it is seen
-// and weighed (decide); absence needs fewer than minK silent, which the
-// unasked are. When they all name the same current version and one
-// marks it committed, that is the answer (decide's first rule): a healthy
-// key written through a gateway of this version costs 4 calls instead of
-// 9 with rs-6-3. Otherwise a version found needs k votes, and the next
-// round asks as many more as that takes (firstAsk: 6 in all); the rest of
-// the first maxN are asked only when those answers do not decide either
-// (servers down, a write in flight), and then small batches further along
-// the order (placements shifted by failures and repairs).
+// The first round asks firstAsk live servers of the key's first maxN (6
+// of 9 with rs-6-3): as many as k votes need, and more than the
+// maxN-minK+1 that meet every k holders of a visible version, so a newer
+// one is seen and weighed (decide), and absence (fewer than minK silent)
+// is proven by them. A healthy key costs those 6 calls; no committed
+// mark answers from fewer (see decide). The rest of the first maxN are
+// asked only when those answers do not decide (servers down, a write in
+// flight), and then small batches further along the order (placements
+// shifted by failures and repairs).
 func (l *layer) lookup(ctx context.Context, bucket, key string, inline bool) (*metadata.Manifest, error) {
 	m, err := l.lookupWhere(ctx, bucket, key, inline, nil)
 	if _, ok := err.(*deleteMarkerError); ok {
@@ -247,19 +232,15 @@ func (l *layer) lookupWhere(ctx context.Context, bucket, key string, inline bool
 	v.keep = keep
 	first := order[:min(len(order), max(l.maxN, 1))]
 	var batches [][]string
-	var ask, more, rest []string
+	var ask, rest []string
 	for _, id := range first {
-		_, live := addrs[id]
-		switch {
-		case live && len(ask) < l.meetAll(len(first)):
+		if _, live := addrs[id]; live && len(ask) < l.firstAsk(len(first)) {
 			ask = append(ask, id)
-		case live && len(ask)+len(more) < l.firstAsk(len(first)):
-			more = append(more, id)
-		default:
+		} else {
 			rest = append(rest, id)
 		}
 	}
-	batches = append(batches, ask, more, rest)
+	batches = append(batches, ask, rest)
 	for after := order[len(first):]; len(after) > 0; after = after[min(len(after), 3):] {
 		batches = append(batches, after[:min(len(after), 3)])
 	}
@@ -337,22 +318,11 @@ func newVote() *manifestVote {
 }
 
 // add counts one server's answer: the versions it holds, current first
-// (none: it holds no version of the key), and whether the current one
-// carries the committed mark.
-func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest, committed bool) {
+// (none: it holds no version of the key). Whether the current one
+// carries the committed mark is ignored: marks serve the servers' confirm
+// notes only (see decide).
+func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest, _ bool) {
 	v.answered[id] = true
-	switch {
-	case len(versions) == 0:
-		v.split = true
-	case v.agreed == nil && len(v.answered) == 1:
-		v.agreed = versions[0]
-	case v.agreed == nil || v.agreed.Version != versions[0].Version:
-		v.split = true
-	}
-	v.marked = v.marked || (committed && len(versions) > 0)
-	if len(versions) > 0 && !slices.Contains(versions[0].Placement, id) {
-		v.outside = true
-	}
 	for _, m := range versions {
 		l.clock.observe(m.Version)
 		if v.keep != nil && !v.keep(m) {
@@ -368,7 +338,6 @@ func (v *manifestVote) add(l *layer, id string, versions []*metadata.Manifest, c
 
 // fail counts a server that did not answer.
 func (v *manifestVote) fail(err error) {
-	v.split = true
 	v.unreachable++
 	if err != nil {
 		v.errs = append(v.errs, err)
@@ -456,10 +425,6 @@ const (
 // placement that did not answer reach k; below that it is a failed write
 // or one still in flight, which is ordered after this read.
 //
-//   - found, marked: every server asked answered and named the same
-//     current version, each of them a server of that version's
-//     placement and one of them with its committed mark, and fewer than
-//     minK of first did not answer (see below);
 //   - found: the newest readable version (>= k votes) when no newer
 //     version may be visible, and fewer than minK of first did not
 //     answer (as for absent: a newer version whose holders are all
@@ -469,29 +434,12 @@ const (
 //     include one that answered;
 //   - unsure otherwise.
 //
-// Why the mark stands in for k votes. A version V is marked only on
-// servers a gateway saw store it as part of a write quorum, so V is
-// visible and nothing takes it back but a newer version or the removal of
-// V by ID (a versioned DeleteVersion). With fewer than minK of first
-// silent, the servers that answered meet every k of a placement within
-// first: every version acknowledged before this read began, every newer
-// visible one, and every removal of V acknowledged (it reached a write
-// quorum of V's holders) had a server among them, which would name the
-// newer version or lack V. None did: all named V as their current
-// version. So V is the newest visible version, as the k-vote rule would
-// find with more answers. Lookups of one version (keep) do not use it.
-//
-// Only servers of V's placement may answer so. A DELETE writes its
-// tombstone to the placement of the version it read (rule 2), and a
-// manifest sync stores V on a server that held an older version of the
-// key whatever V's placement: a server outside it never gets V's
-// tombstone. When V's placement skipped servers of first (they were down
-// when V was written, or a repair moved V off them), those servers can
-// hold V, unmarked, beside the two of V's placement a tombstone may
-// miss: four answers naming V, one marked, after an acknowledged DELETE
-// (TestMarkedOutsidePlacementAfterDelete; chaos seed 8383). Among the
-// servers of V's placement, a tombstone of V misses at most n-(k+1) (2
-// with rs-6-3), fewer than the first round asks.
+// No committed mark stands in for votes: a lookup that returned a version
+// all of the first maxN-minK+1 answers named, one marked, read a deleted
+// object (chaos seed 8383: servers outside the version's placement, which
+// a manifest sync filled and its tombstone never reaches) and could read
+// a stale one (an acknowledged newer write stored by k+1 servers past
+// failures among the first maxN); docs/CONSISTENCY.md, Open findings.
 func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, verdict) {
 	// A version no answering server names is not weighed below: when
 	// minK or more of first are silent, the holders of a newer visible
@@ -502,9 +450,6 @@ func (l *layer) decide(v *manifestVote, first []string) (*metadata.Manifest, ver
 		if !v.answered[id] {
 			silent++
 		}
-	}
-	if v.keep == nil && v.marked && !v.split && !v.outside && v.agreed != nil && silent < l.minK {
-		return v.byVersion[v.agreed.Version], verdictFound
 	}
 	var best *metadata.Manifest
 	for ver, m := range v.byVersion {
@@ -575,9 +520,9 @@ func (l *layer) writeQuorum(m *metadata.Manifest) int {
 // servers refuse the write while someone else holds the key's lease.
 //
 // Once m is on a quorum, the servers that stored it are told (notifier):
-// they mark it committed, which lets lookups answer from fewer servers
-// (decide), and where it replaced a version (an overwrite, a tombstone)
-// their confirm jobs need not ask their peers.
+// they mark it committed, and where it replaced a version (an overwrite,
+// a tombstone) their confirm jobs need not ask their peers. Lookups do
+// not use the mark (decide).
 func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) error {
 	_, err := l.storeManifest(ctx, m, nodes, quorum, lease)
 	return err
@@ -587,8 +532,8 @@ func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes [
 func (l *layer) storeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) ([]string, error) {
 	stored, replaced, errs := l.putOnLive(ctx, m, nodes, lease)
 	if ok := len(stored); ok >= quorum && ok > l.readQuorum(m) && l.notify != nil {
-		// NB: the notice vouches for a write quorum (k+1): the mark is
-		// what lets a lookup trust m from fewer than k answers (decide).
+		// NB: the notice vouches for a write quorum (k+1): a confirm
+		// job trusts it in place of asking its peers.
 		l.notify.committed(m, stored, len(replaced) > 0)
 	}
 	if ok := len(stored); ok < quorum {

@@ -136,3 +136,33 @@ func TestMarkedSwitchAfterDelete(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkedStaleAfterNewerWrite (the lead's second interleaving): V on
+// s0..s8, all up, marked; s2 and s3 down, a newer V2 is placed on s0, s1,
+// s4..s10, and s0 and s1 fail its manifest write while staying live: V2
+// is stored by s4..s10 (k+1) and acknowledged. s2 and s3 return holding
+// V, marked. s0..s3 are all of V's placement and all name V: only
+// counting votes finds V2 (s4 and s5 name it, its unanswered placement
+// keeps it possible).
+func TestMarkedStaleAfterNewerWrite(t *testing.T) {
+	ctx := context.Background()
+	g, f, kill := fakeCluster(t, 12)
+	order, _ := g.layer.manifestOrder("b", "k")
+	v := putFake(g, f, "b", "k")
+	markFake(f, v)
+
+	kill(idx(order[2]), idx(order[3]))
+	f.refuse = map[string]bool{"a" + order[0][1:]: true, "a" + order[1][1:]: true}
+	placement := append(slices.Clone(order[0:2]), order[4:11]...)
+	v2 := &metadata.Manifest{Bucket: "b", Key: "k", Code: "rs-6-3", Placement: placement, Size: 1, Inline: []byte("v2"), ETag: "v2"}
+	if err := g.commit(ctx, v2, placement, 7, nil); err != nil {
+		t.Fatalf("PUT of V2 on s4..s10: %v", err)
+	}
+	markFake(f, v2)
+	f.refuse = nil
+
+	kill()
+	if m, err := g.layer.readHead(ctx, "b", "k"); err != nil || m.ETag != "v2" {
+		t.Fatalf("HEAD after V2 was acknowledged: %v, %v; want V2", m, err)
+	}
+}

@@ -10,12 +10,11 @@ import (
 )
 
 // notifier tells shard servers which of their manifests a write quorum
-// stored (shardrpc.PathCommitted): they mark them committed, so lookups
-// need fewer answers (decide), and their confirm jobs need not ask the
-// peers. It batches notices per server and is best effort: when its
+// stored (shardrpc.PathCommitted): they mark them committed and their
+// confirm jobs need not ask the peers. Lookups no longer use the marks
+// (decide, chaos seed 8383). It batches notices per server and is best effort: when its
 // queue is full or it is not running (Serve not called), notices are
-// dropped; servers then ask, and lookups count votes, as they always
-// could.
+// dropped; servers then ask.
 //
 // A notice for a write that replaced a version (urgent) goes within
 // notifyEvery, before the server's confirm job may run (at once for a

@@ -13,9 +13,8 @@ import (
 // A gateway that saw a manifest stored by a write quorum tells the servers
 // that stored it (the shard API's committed notice), and each marks its
 // current record: flagCommitted in the value header. A reader that meets
-// the mark knows the version is visible (docs/CONSISTENCY.md, rule 1):
-// nothing takes it back, so it need not count k holders to rule out a
-// failed write, and a lookup can answer from fewer servers.
+// the mark knows the version is visible. Gateways no longer let it stand
+// in for k votes (docs/CONSISTENCY.md, rule 1: chaos seed 8383).
 //
 // The mark is a hint that can only be missing, never wrong: it is set
 // only on the exact version named (the current record's), it goes

@@ -55,8 +55,8 @@ func (c *committedSet) take(r shardrpc.VersionRef) bool {
 }
 
 func (s *Server) committed(w http.ResponseWriter, r *http.Request) {
-	// NB: the mark lets readers trust the version from fewer answers
-	// (docs/CONSISTENCY.md, rule 1); the note serves the confirm job.
+	// NB: gateways no longer read the mark (docs/CONSISTENCY.md, rule 1,
+	// chaos seed 8383); the note serves the confirm job.
 	s.notice(w, r, s.meta.MarkCommitted)
 }
 
