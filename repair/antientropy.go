@@ -151,11 +151,11 @@ type peerCursor struct {
 }
 
 // comparePeer compares this server's sums for peer id with id's sums for
-// this server, and lists the differing ranges on both sides. A full sync
-// (cur nil) lists all of them; a periodic pass lists those that last
-// (lasting), at most periodicRanges of them, going round from cur.next,
-// and returns the cursor for the next pass.
-func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, addr string, cur *peerCursor) (peerDiff, *peerCursor, error) {
+// this server, and lists the differing ranges on both sides: all of them
+// when cur is nil; otherwise those that last (lasting, against what cur
+// saw), at most limit of them (0: no bound), going round from cur.next,
+// and it returns the cursor for the next comparison.
+func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, addr string, cur *peerCursor, limit int) (peerDiff, *peerCursor, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	before := rs.RangeDigest(id)
@@ -187,7 +187,7 @@ func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, ad
 		var seen map[int]rangeSeen
 		ranges, seen = lasting(cur.seen, after, theirs, ranges)
 		var next int
-		ranges, next = pickRanges(ranges, cur.next, periodicRanges)
+		ranges, next = pickRanges(ranges, cur.next, limit)
 		cur = &peerCursor{next: next, seen: seen}
 	}
 	if len(ranges) == 0 {
@@ -220,24 +220,42 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 	var mu sync.Mutex
 	keys := map[metadata.ObjectRef]bool{}
 	var legacy []string
+	full := settled == 0
+	var noted map[string]*peerCursor
+	if full && s.recheck > 0 {
+		if noted = s.noteDiffering(ctx, rs, rp, v); len(noted) > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, nil, ctx.Err()
+			case <-time.After(s.recheck):
+			}
+		}
+	}
 	var g errgroup.Group
 	g.SetLimit(4)
 	for id, ni := range v.nodes {
 		if id == v.self || !ni.Live || ni.Addr == "" {
 			continue
 		}
-		var cur *peerCursor // a full sync lists every differing range
-		if settled != 0 {
+		cur, limit := noted[id], 0 // a full sync: what lasted since noteDiffering, or every differing range
+		if cur != nil && len(cur.seen) == 0 {
+			// In step when noted: what differs now came later, for the
+			// periodic passes.
+			s.notePeerSync(id, shardrpc.PeerSync{Compared: metadata.DigestRanges, At: s.now().UTC().Format(time.RFC3339Nano)})
+			continue
+		}
+		if !full {
 			s.mu.Lock()
 			cur = s.cursors[id]
 			s.mu.Unlock()
 			if cur == nil {
 				cur = &peerCursor{}
 			}
+			limit = periodicRanges
 		}
 		g.Go(func() error {
 			p0 := s.now()
-			d, next, err := comparePeer(ctx, rs, rp, v.self, id, ni.Addr, cur)
+			d, next, err := comparePeer(ctx, rs, rp, v.self, id, ni.Addr, cur, limit)
 			ps := shardrpc.PeerSync{Compared: metadata.DigestRanges, Differing: int64(d.differing), Keys: int64(len(d.keys)),
 				Seconds: s.now().Sub(p0).Seconds(), At: s.now().UTC().Format(time.RFC3339Nano)}
 			if err != nil {
@@ -258,7 +276,7 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 				}
 			}
 			s.notePeerSync(id, ps)
-			if next != nil {
+			if !full && next != nil {
 				s.mu.Lock()
 				if s.cursors == nil {
 					s.cursors = map[string]*peerCursor{}
@@ -287,6 +305,43 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 	s.mu.Unlock()
 	s.m.syncSeconds.Set(s.now().Sub(t0).Seconds())
 	return n, legacy, nil
+}
+
+// noteDiffering compares this server's sums with every live peer's and
+// notes the ranges that differ, listing none: the first half of a full
+// sync, whose second comparison, recheck later, lists only the ranges
+// that differed in both with the same sums (lasting). A full sync runs
+// when a server starts or sees another return, which under load (a
+// repair's stream of switches, a fill) is often: gossip calls a busy
+// server suspect and then alive again. Listing every differing range then
+// read every key of most ranges, on both sides, for writes still in
+// flight (a million-object repair: a quarter of the cluster's CPU in
+// range listings). What a returned server missed does not change between
+// the two comparisons, unless a new write reaches its range meanwhile;
+// the periodic passes find those. A peer in step at the first comparison
+// is not compared again; one it could not compare with has no cursor, and
+// the full sync lists all its differing ranges.
+func (s *syncer) noteDiffering(ctx context.Context, rs rangeStore, rp rangePeers, v nodeView) map[string]*peerCursor {
+	var mu sync.Mutex
+	noted := map[string]*peerCursor{}
+	var g errgroup.Group
+	g.SetLimit(4)
+	for id, ni := range v.nodes {
+		if id == v.self || !ni.Live || ni.Addr == "" {
+			continue
+		}
+		g.Go(func() error {
+			_, cur, err := comparePeer(ctx, rs, rp, v.self, id, ni.Addr, &peerCursor{}, 0)
+			if err == nil {
+				mu.Lock()
+				noted[id] = cur
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	return noted
 }
 
 // syncKeys runs the per-key rules for the local manifests of refs: it

@@ -559,3 +559,79 @@ func TestAntiEntropyPeriodicListsLastingDifferences(t *testing.T) {
 		t.Errorf("n4 was not given key 7, which it missed")
 	}
 }
+
+// digestCalls is aeShards counting each peer's digest requests and
+// running before(addr, n) ahead of the n-th answer (from 1).
+type digestCalls struct {
+	aeShards
+	mu     *sync.Mutex
+	n      map[string]int
+	before func(addr string, n int)
+}
+
+func (s digestCalls) SyncDigest(ctx context.Context, addr, peer string, root metadata.Sum) (*metadata.RangeSums, bool, error) {
+	s.mu.Lock()
+	s.n[addr]++
+	n := s.n[addr]
+	s.mu.Unlock()
+	s.before(addr, n)
+	return s.aeShards.SyncDigest(ctx, addr, peer, root)
+}
+
+// A full sync (a start, a return) compares twice, a moment apart, and
+// lists only the ranges that differed both times with the same sums: a
+// write still reaching its servers at the first comparison (the stream
+// of a repair's switches or a fill) is in step by the second and costs no
+// listing, while what a server missed is listed at once.
+func TestAntiEntropyFullSyncListsWhatLasts(t *testing.T) {
+	c := newAECluster(9, 2000)
+	place := c.held["a0"][aeRef(0)].Placement
+	// n4 missed the overwrite of key 7.
+	m7 := aeManifest(7, 20, place)
+	for i := range 9 {
+		if i != 4 {
+			c.held[fmt.Sprintf("a%d", i)][aeRef(7)] = m7
+		}
+	}
+	// The overwrite of key 11 reaches every server but n4 before the
+	// sync, and n4 between its two comparisons.
+	m11 := aeManifest(11, 30, place)
+	for i := range 9 {
+		if i != 4 {
+			c.held[fmt.Sprintf("a%d", i)][aeRef(11)] = m11
+		}
+	}
+	if slices.Equal(rangesOf([]int{7}), rangesOf([]int{11})) {
+		t.Fatal("keys 7 and 11 share a range: pick others")
+	}
+	var mu sync.Mutex
+	shards := digestCalls{aeShards: aeShards{c}, mu: &mu, n: map[string]int{}, before: func(addr string, n int) {
+		if addr == "a4" && n == 2 {
+			c.mu.Lock()
+			c.held["a4"][aeRef(11)] = m11
+			c.mu.Unlock()
+		}
+	}}
+	cfg := DefaultConfig()
+	cfg.NodeID = "n0"
+	w, err := New(cfg, c, c, shards, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.syncer.recheck = time.Millisecond
+	var win syncWindow
+	if _, err := w.syncer.pass(context.Background(), false, &win); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := slices.Compact(slices.Sorted(slices.Values(c.listed["a4"]))), rangesOf([]int{7}); !slices.Equal(got, want) {
+		t.Errorf("ranges listed with n4: %v, want only %v (key 11's write was in flight)", got, want)
+	}
+	if m := c.held["a4"][aeRef(7)]; m == nil || m.Version != m7.Version {
+		t.Error("n4 was not given key 7, which it missed")
+	}
+	for addr, n := range shards.n {
+		if addr != "a4" && n != 1 {
+			t.Errorf("%s, in step, was asked for its digest %d times, want once", addr, n)
+		}
+	}
+}

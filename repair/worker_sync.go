@@ -65,6 +65,10 @@ type syncer struct {
 	// settle is how long an asked-for full sync first lets gossip settle
 	// (2 s; tests shorten it).
 	settle time.Duration
+	// recheck is how long a full sync waits between noting the differing
+	// ranges and listing those that lasted (noteDiffering; 1 s, 0: list
+	// every differing range at once).
+	recheck time.Duration
 
 	kickc chan struct{}
 	// Full manifest syncs asked for (kick calls), those asked for before
