@@ -26,7 +26,7 @@ type ShardAPI interface {
 	PutManifestFenced(ctx context.Context, addr string, m *metadata.Manifest, lease string) (shardrpc.PutManifestResponse, error)
 	GetManifestVersionsBatch(ctx context.Context, addr, bucket string, keys []string) ([]shardrpc.KeyVersions, error)
 	PutManifestsFenced(ctx context.Context, addr string, ms []*metadata.Manifest, lease string) ([]shardrpc.PutResult, error)
-	Committed(ctx context.Context, addr string, refs []shardrpc.VersionRef) error
+	Confirmed(ctx context.Context, addr string, refs []shardrpc.VersionRef) error
 	AbortManifest(ctx context.Context, addr, bucket, key string, v metadata.Version) error
 	DeleteVersion(ctx context.Context, addr, bucket, key, id, lease string, bypass bool) (int, error)
 	GetManifest(ctx context.Context, addr, bucket, key string) (*metadata.Manifest, error)
@@ -519,10 +519,10 @@ func (l *layer) writeQuorum(m *metadata.Manifest) int {
 // holder of the key's lease the writer holds, or shardrpc.NoLease:
 // servers refuse the write while someone else holds the key's lease.
 //
-// Once m is on a quorum, the servers that stored it are told (notifier):
-// they mark it committed, and where it replaced a version (an overwrite,
-// a tombstone) their confirm jobs need not ask their peers. Lookups do
-// not use the mark (decide).
+// Once m is on a quorum, the servers that stored it are told (notifier,
+// shardrpc.PathConfirmed): where it replaced a version (an overwrite, a
+// tombstone) their confirm jobs need not ask their peers. Nothing is
+// marked for readers: lookups count votes (decide).
 func (l *layer) writeManifest(ctx context.Context, m *metadata.Manifest, nodes []string, quorum int, lease string) error {
 	_, err := l.storeManifest(ctx, m, nodes, quorum, lease)
 	return err

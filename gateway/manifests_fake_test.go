@@ -29,8 +29,13 @@ type fakeManifests struct {
 	refuse map[string]bool
 	calls  int
 	puts   int // manifest writes (calls counts lookups too)
-	// notices counts committed notices (not in calls).
+	// notices counts confirm notices (not in calls); noticed holds the
+	// versions they named, per server.
 	notices int
+	noticed map[string][]shardrpc.VersionRef
+	// commitNotices counts PathCommitted notices, which gateways no
+	// longer send.
+	commitNotices int
 	// batches counts batched lookups (also in calls).
 	batches int
 	// lookupGate, when set, holds every single lookup until it is closed.
@@ -44,8 +49,11 @@ type fakeManifests struct {
 	// batchDelay is how long every batched call takes (a loaded server);
 	// a call whose context ends first fails.
 	batchDelay time.Duration
-	// marks holds the committed mark of each server's current versions:
-	// addr -> bucket/key -> the version marked (metadata.Store.MarkCommitted).
+	// marks holds the committed mark of each server's current versions,
+	// as a server that predates PathConfirmed sets on a PathCommitted
+	// notice and still reports (shardrpc.ManifestVersionsResponse.Committed):
+	// addr -> bucket/key -> the version marked. Tests set it (mark,
+	// markFake) to show lookups ignore it; no notice sets it.
 	marks map[string]map[string]metadata.Version
 }
 
@@ -97,16 +105,27 @@ func (f *fakeManifests) marked(addr, bucket, key string) bool {
 	return ok && len(vs) > 0 && vs[0].Version == v
 }
 
-func (f *fakeManifests) Committed(_ context.Context, addr string, refs []shardrpc.VersionRef) error {
+// Confirmed records a confirm notice; it marks nothing (shardrpc.PathConfirmed).
+func (f *fakeManifests) Confirmed(_ context.Context, addr string, refs []shardrpc.VersionRef) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.notices++
 	if f.down[addr] {
 		return fmt.Errorf("%s down", addr)
 	}
-	for _, r := range refs {
-		f.mark(addr, r.Bucket, r.Key, r.Version)
+	if f.noticed == nil {
+		f.noticed = map[string][]shardrpc.VersionRef{}
 	}
+	f.noticed[addr] = append(f.noticed[addr], refs...)
+	return nil
+}
+
+// Committed counts a commit notice (shardrpc.PathCommitted), which a
+// gateway must no longer send (TestWritesNoticeConfirmed).
+func (f *fakeManifests) Committed(_ context.Context, addr string, refs []shardrpc.VersionRef) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.commitNotices++
 	return nil
 }
 
@@ -342,7 +361,7 @@ func putFake(g *Gateway, f *fakeManifests, bucket, key string, skip ...int) *met
 }
 
 // markFake marks m committed on every server where it is current, as the
-// notices of the gateway that wrote it do.
+// commit notices of an older gateway did on older servers.
 func markFake(f *fakeManifests, m *metadata.Manifest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

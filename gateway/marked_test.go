@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,10 +85,12 @@ func TestMarkedLookup(t *testing.T) {
 	})
 }
 
-// TestWritesMarkCommitted: a write that reached its quorum is noticed to
-// every server that stored it (the servers' confirm notes use it), and
-// the next lookup of the key asks k servers, as for any healthy key.
-func TestWritesMarkCommitted(t *testing.T) {
+// TestWritesNoticeConfirmed: a write that reached its quorum is noticed
+// to every server that stored it with PathConfirmed (the servers' confirm
+// notes use it), never with PathCommitted (which made servers write a
+// mark nobody reads), and the next lookup of the key asks k servers, as
+// for any healthy key.
+func TestWritesNoticeConfirmed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g, f, _ := fakeCluster(t, 12)
@@ -98,23 +101,34 @@ func TestWritesMarkCommitted(t *testing.T) {
 	if err := g.commit(ctx, m, m.Placement, 7, nil); err != nil {
 		t.Fatal(err)
 	}
-	marked := func() int {
+	want := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: m.Version}
+	noticed := func() int {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		n := 0
 		for _, id := range order[:9] {
-			if f.marked("a"+id[1:], "b", "k") {
+			if slices.Contains(f.noticed["a"+id[1:]], want) {
 				n++
 			}
 		}
 		return n
 	}
-	for deadline := time.Now().Add(10 * time.Second); marked() < 9; {
+	for deadline := time.Now().Add(10 * time.Second); noticed() < 9; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of 9 holders marked the write committed", marked())
+			t.Fatalf("%d of 9 holders told the write is confirmed", noticed())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	f.mu.Lock()
+	if f.commitNotices != 0 {
+		t.Errorf("%d commit notices (PathCommitted), want none", f.commitNotices)
+	}
+	for addr := range f.held {
+		if f.marked(addr, "b", "k") {
+			t.Errorf("%s marked the write committed", addr)
+		}
+	}
+	f.mu.Unlock()
 	f.mu.Lock()
 	f.calls = 0
 	f.mu.Unlock()

@@ -10,17 +10,21 @@ import (
 )
 
 // notifier tells shard servers which of their manifests a write quorum
-// stored (shardrpc.PathCommitted): they mark them committed and their
-// confirm jobs need not ask the peers. Lookups no longer use the marks
-// (decide, chaos seed 8383). It batches notices per server and is best effort: when its
-// queue is full or it is not running (Serve not called), notices are
+// stored (shardrpc.PathConfirmed): their confirm jobs need not ask the
+// peers. It used to send shardrpc.PathCommitted, on which servers also
+// wrote a committed mark into the record; lookups stopped reading marks
+// (decide, chaos seed 8383), so the mark was a pebble write per notice
+// that nobody read. A server that predates PathConfirmed answers 404:
+// the notice is lost and its confirm job asks its peers, as for any
+// notice dropped. It batches notices per server and is best effort: when
+// its queue is full or it is not running (Serve not called), notices are
 // dropped; servers then ask.
 //
 // A notice for a write that replaced a version (urgent) goes within
 // notifyEvery, before the server's confirm job may run (at once for a
-// hot key, metadata.MaxPrevious); the others, which only mark, wait up to
-// markEvery, so that a stream of small PUTs costs a few notices a second
-// per server rather than one per write.
+// hot key, metadata.MaxPrevious); the others wait up to markEvery, so
+// that a stream of small PUTs costs a few notices a second per server
+// rather than one per write.
 type notifier struct {
 	shards ShardAPI
 	queue  chan notice
@@ -96,7 +100,7 @@ func (n *notifier) flush(ctx context.Context, pending map[string][]shardrpc.Vers
 		for len(refs) > 0 {
 			batch := refs[:min(len(refs), shardrpc.MaxBatch)]
 			refs = refs[len(batch):]
-			wg.Go(func() { n.shards.Committed(ctx, addr, batch) })
+			wg.Go(func() { n.shards.Confirmed(ctx, addr, batch) })
 		}
 	}
 	wg.Wait()

@@ -455,7 +455,7 @@ func (s *Store) lockKey(k []byte) (unlock func()) {
 //
 //	[0] valueFormat (1)
 //	[1] flags: flagDeleted, flagInline, flagPrevious (store_versions.go),
-//	    flagCommitted (store_lookup.go)
+//	    flagCommitted (store_lookup.go: retired, ignored, never reused)
 //
 // The flags let listing skip tombstones and the inline lookup without
 // decoding JSON. Inline data lives under its own key so that listing and

@@ -4,40 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
-// Committed marks.
-//
-// A gateway that saw a manifest stored by a write quorum tells the servers
-// that stored it (the shard API's committed notice), and each marks its
-// current record: flagCommitted in the value header. A reader that meets
-// the mark knows the version is visible. Gateways no longer let it stand
-// in for k votes (docs/CONSISTENCY.md, rule 1: chaos seed 8383).
-//
-// The mark is a hint that can only be missing, never wrong: it is set
-// only on the exact version named (the current record's), it goes
-// whenever the record gets another current version, and it is written
-// without a sync (a crash that loses it costs a reader a few more calls).
-// It is never read from a client's manifest: Manifest has no field for
-// it, so no write can carry one in.
-
-// flagCommitted marks a current manifest value whose version a gateway
-// reported as stored on a write quorum.
+// flagCommitted is a retired flag of the value header: servers set it
+// when a gateway reported the current version stored on a write quorum
+// (the committed notice, shardrpc.PathCommitted), as a hint for lookups.
+// Lookups stopped trusting it (docs/CONSISTENCY.md, rule 1: chaos seed
+// 8383) and nothing sets or reads it any more. Records written before
+// may still carry it: readers ignore the bit, the next write of the
+// record drops it, and the bit must never be given another meaning.
 const flagCommitted byte = 1 << 3
 
 // Lookup is what a server answers a reader about one key: its current
-// manifest, the previous versions it keeps (newest first) and whether the
-// current one is marked committed.
+// manifest and the previous versions it keeps (newest first).
 type Lookup struct {
-	Current   *Manifest
-	Previous  []*Manifest
-	Committed bool
+	Current  *Manifest
+	Previous []*Manifest
 }
 
-// Lookup returns the versions of (bucket, key), as Versions does, and the
-// committed mark of the current one; ErrNotFound when the store holds no
+// Lookup returns the versions of (bucket, key), as Versions does;
+// ErrNotFound when the store holds no
 // version of the key. With inline false, the inline data of a small
 // object is left out (not read), for readers that need the version and
 // its attributes only. Previous versions are read only when the current
@@ -51,7 +37,7 @@ func (s *Store) Lookup(ctx context.Context, bucket, key string, inline bool) (Lo
 	if err != nil {
 		return Lookup{}, err
 	}
-	out := Lookup{Current: m, Committed: flags&flagCommitted != 0}
+	out := Lookup{Current: m}
 	if flags&flagPrevious != 0 {
 		if out.Previous, err = s.previous(bucket, key); err != nil {
 			return Lookup{}, err
@@ -87,9 +73,8 @@ func (r RawManifest) Decode() (*Manifest, error) {
 
 // RawLookup is a Lookup whose manifests are not decoded.
 type RawLookup struct {
-	Current   RawManifest
-	Previous  []RawManifest
-	Committed bool
+	Current  RawManifest
+	Previous []RawManifest
 }
 
 // LookupRaw is Lookup for a server that passes the manifests on (the
@@ -110,7 +95,7 @@ func (s *Store) LookupRaw(ctx context.Context, bucket, key string, inline bool) 
 	if len(val) < 2 || val[0] != valueFormat {
 		return RawLookup{}, fmt.Errorf("%w: manifest %s/%s: unknown value format", ErrCorruptRecord, bucket, key)
 	}
-	out := RawLookup{Current: RawManifest{JSON: val[2:]}, Committed: val[1]&flagCommitted != 0}
+	out := RawLookup{Current: RawManifest{JSON: val[2:]}}
 	if inline && val[1]&flagInline != 0 {
 		if out.Current.Inline, err = s.get(inlineKey(bucket, key)); err != nil {
 			// NB: as in getCurrent, missing inline data is corruption.
@@ -138,45 +123,10 @@ func (s *Store) LookupRaw(ctx context.Context, bucket, key string, inline bool) 
 	return out, nil
 }
 
-// MarkCommitted marks version v of (bucket, key) committed: a gateway saw
-// it stored on a write quorum. Only the current record is marked, and only
-// when its version is v; current reports whether it is (marked now or
-// before), previous whether the key has previous versions (its confirm
-// job may then use the notice). The mark is written without a sync.
-func (s *Store) MarkCommitted(ctx context.Context, bucket, key string, v Version) (current, previous bool, err error) {
-	if err := ctx.Err(); err != nil {
-		return false, false, err
-	}
-	mk := manifestKey(bucket, key)
-	unlock := s.lockKey(mk)
-	defer unlock()
-	val, err := s.get(mk)
-	if err != nil {
-		return false, false, ignoreNotFound(err)
-	}
-	m, err := decodeManifest(val)
-	if err != nil {
-		return false, false, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, bucket, key, err)
-	}
-	if m.Version != v {
-		return false, false, nil
-	}
-	previous = val[1]&flagPrevious != 0
-	if val[1]&flagCommitted != 0 {
-		return true, previous, nil
-	}
-	val[1] |= flagCommitted
-	if err := s.db.Set(mk, val, pebble.NoSync); err != nil {
-		return false, false, fmt.Errorf("metadata: mark %s/%s committed: %w", bucket, key, err)
-	}
-	return true, previous, nil
-}
-
 // CurrentIs reports whether v is the current version of (bucket, key)
-// here and whether the key has previous versions, as MarkCommitted does,
-// but writes nothing: for a notice that may serve a confirm job but must
-// not vouch for the version to readers (a repair switch's, shard API
-// PathConfirmed). It takes no lock: the answer is a hint the confirm job
+// here and whether the key has previous versions, and writes nothing:
+// for a notice that serves a confirm job (shard API PathConfirmed and
+// PathCommitted, from gateways and repair switches). It takes no lock: the answer is a hint the confirm job
 // checks against its own version, so a write racing it costs at most an
 // unused note.
 func (s *Store) CurrentIs(ctx context.Context, bucket, key string, v Version) (current, previous bool, err error) {
@@ -199,16 +149,4 @@ func (s *Store) CurrentIs(ctx context.Context, bucket, key string, v Version) (c
 		return false, false, nil
 	}
 	return true, val[1]&flagPrevious != 0, nil
-}
-
-// committedFlag returns flagCommitted when the record at mk is marked.
-// writeVersions asks only when the record's version stays current (an
-// older write kept as a previous version, DropPrevious), so the mark
-// stays with its version. The caller holds the key's lock.
-func (s *Store) committedFlag(mk []byte) byte {
-	val, err := s.get(mk)
-	if err != nil || len(val) < 2 {
-		return 0
-	}
-	return val[1] & flagCommitted
 }

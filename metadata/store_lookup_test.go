@@ -23,7 +23,7 @@ func TestLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	lk, err := s.Lookup(ctx, "b", "k", true)
-	if err != nil || string(lk.Current.Inline) != "one" || lk.Previous != nil || lk.Committed {
+	if err != nil || string(lk.Current.Inline) != "one" || lk.Previous != nil {
 		t.Fatalf("Lookup(inline) = %+v, %v", lk, err)
 	}
 	if lk, err = s.Lookup(ctx, "b", "k", false); err != nil || lk.Current.Inline != nil || lk.Current.Size != 3 {
@@ -38,67 +38,43 @@ func TestLookup(t *testing.T) {
 	}
 }
 
-// TestMarkCommitted: the mark goes on the current version named only,
-// stays while that version stays current (an older write kept under it,
-// DropPrevious), and goes when another version becomes current (an
-// overwrite, a rollback), so it never vouches for a version no gateway
-// reported.
-func TestMarkCommitted(t *testing.T) {
+// TestOldCommittedFlag: a record written when servers still marked
+// versions committed (flagCommitted) reads as before, and the next write
+// of the record drops the retired bit.
+func TestOldCommittedFlag(t *testing.T) {
 	ctx := context.Background()
 	s := openMem(t, nil, "n1")
-	committed := func(step string, want bool) {
-		t.Helper()
-		lk, err := s.Lookup(ctx, "b", "k", false)
-		if err != nil || lk.Committed != want {
-			t.Fatalf("%s: committed %v (%v), want %v", step, lk.Committed, err, want)
-		}
-	}
-	put := func(ts int64) {
-		t.Helper()
-		if _, err := s.PutManifest(ctx, obj("b", "k", ts, nodes3, fmt.Sprint("p", ts))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mark := func(ts int64, wantCur, wantPrev bool) {
-		t.Helper()
-		cur, prev, err := s.MarkCommitted(ctx, "b", "k", ver(ts))
-		if err != nil || cur != wantCur || prev != wantPrev {
-			t.Fatalf("MarkCommitted(%d) = %v, %v, %v; want %v, %v", ts, cur, prev, err, wantCur, wantPrev)
-		}
-	}
-	if cur, _, err := s.MarkCommitted(ctx, "b", "absent", ver(1)); cur || err != nil {
-		t.Fatalf("mark of an absent key: %v, %v", cur, err)
-	}
-	put(2)
-	committed("written", false)
-	mark(1, false, false) // not the current version
-	committed("a notice of another version", false)
-	mark(2, true, false)
-	committed("marked", true)
-	mark(2, true, false) // again: harmless
-	put(1)               // an older write, kept under it
-	committed("an older write kept", true)
-	if _, err := s.DropPrevious(ctx, "b", "k", ver(2), nil); err != nil {
+	if _, err := s.PutManifest(ctx, inline("b", "k", 1, "one")); err != nil {
 		t.Fatal(err)
 	}
-	committed("previous versions dropped", true)
-	put(3)
-	committed("overwritten", false)
-	mark(3, true, true)
-	committed("the overwrite marked", true)
-	if _, err := s.RollBack(ctx, "b", "k", ver(3)); err != nil {
+	mk := manifestKey("b", "k")
+	val, err := s.get(mk)
+	if err != nil {
 		t.Fatal(err)
 	}
-	committed("rolled back to the previous version", false)
-	lk, err := s.Lookup(ctx, "b", "k", false)
-	if err != nil || lk.Current.Version != ver(2) {
-		t.Fatalf("after the rollback: %+v, %v", lk, err)
+	val[1] |= flagCommitted // as MarkCommitted wrote it
+	if err := s.db.Set(mk, val, nil); err != nil {
+		t.Fatal(err)
+	}
+	if lk, err := s.Lookup(ctx, "b", "k", true); err != nil || lk.Current.Version != ver(1) || string(lk.Current.Inline) != "one" {
+		t.Fatalf("Lookup of a marked record = %+v, %v", lk, err)
+	}
+	if raw, err := s.LookupRaw(ctx, "b", "k", true); err != nil || string(raw.Current.Inline) != "one" {
+		t.Fatalf("LookupRaw of a marked record = %+v, %v", raw, err)
+	}
+	if cur, prev, err := s.CurrentIs(ctx, "b", "k", ver(1)); !cur || prev || err != nil {
+		t.Fatalf("CurrentIs of a marked record = %v, %v, %v", cur, prev, err)
+	}
+	if _, err := s.PutManifest(ctx, inline("b", "k", 2, "two")); err != nil {
+		t.Fatal(err)
+	}
+	if val, err = s.get(mk); err != nil || val[1]&flagCommitted != 0 {
+		t.Fatalf("after an overwrite: flags %#x, %v; want the retired flag dropped", val[1], err)
 	}
 }
 
-// TestCurrentIs: CurrentIs answers what MarkCommitted would (the named
-// version current here, the key with previous versions) and leaves the
-// record unmarked, whatever it answers.
+// TestCurrentIs: CurrentIs answers whether the named version is current
+// here and whether the key has previous versions.
 func TestCurrentIs(t *testing.T) {
 	ctx := context.Background()
 	s := openMem(t, nil, "n1")
@@ -123,9 +99,6 @@ func TestCurrentIs(t *testing.T) {
 		cur, prev, err := s.CurrentIs(ctx, "b", tc.key, ver(tc.ask))
 		if err != nil || cur != tc.wantCur || prev != tc.wantPrev {
 			t.Errorf("%s: CurrentIs = %v, %v, %v; want %v, %v", tc.step, cur, prev, err, tc.wantCur, tc.wantPrev)
-		}
-		if lk, err := s.Lookup(ctx, "b", "k", false); err == nil && lk.Committed {
-			t.Fatalf("%s: the record is marked committed", tc.step)
 		}
 	}
 }
@@ -171,7 +144,7 @@ func TestPutManifestQueued(t *testing.T) {
 }
 
 // TestLookupRaw: the undecoded lookup decodes to what Lookup returns,
-// inline data apart, and says the same of absent keys and the mark.
+// inline data apart, and says the same of absent keys.
 func TestLookupRaw(t *testing.T) {
 	ctx := context.Background()
 	s := openMem(t, nil, "n1")
@@ -180,9 +153,6 @@ func TestLookupRaw(t *testing.T) {
 	}
 	for ts, data := range []string{"one", "two"} {
 		if _, err := s.PutManifest(ctx, inline("b", "k", int64(ts+1), data)); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := s.MarkCommitted(ctx, "b", "k", ver(int64(ts+1))); err != nil {
 			t.Fatal(err)
 		}
 		for _, withData := range []bool{true, false} {
@@ -211,11 +181,11 @@ func TestLookupRaw(t *testing.T) {
 				}
 				return m
 			}
-			got := Lookup{Current: decode(raw.Current), Committed: raw.Committed}
+			got := Lookup{Current: decode(raw.Current)}
 			for _, p := range raw.Previous {
 				got.Previous = append(got.Previous, decode(p))
 			}
-			if !reflect.DeepEqual(got, want) || !want.Committed || len(want.Previous) != ts {
+			if !reflect.DeepEqual(got, want) || len(want.Previous) != ts {
 				t.Fatalf("write %d, inline %v: LookupRaw decodes to\n%+v\nLookup\n%+v", ts+1, withData, got, want)
 			}
 		}

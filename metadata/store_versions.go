@@ -408,9 +408,6 @@ func (s *Store) writeVersionsWith(opts *pebble.WriteOptions, bucket, key string,
 		if len(newPrev) > 0 {
 			val[1] |= flagPrevious
 		}
-		if oldCur != nil && oldCur.Version == newCur.Version {
-			val[1] |= s.committedFlag(mk)
-		}
 		if err := b.Set(mk, val, nil); err != nil {
 			return fail(err)
 		}

@@ -59,7 +59,7 @@ func (s *Server) getManifestVersionsBatch(w http.ResponseWriter, r *http.Request
 			for _, p := range lk.Previous {
 				p.Inline = nil
 			}
-			out.Keys[i] = shardrpc.KeyVersions{Current: lk.Current, Previous: lk.Previous, Committed: lk.Committed}
+			out.Keys[i] = shardrpc.KeyVersions{Current: lk.Current, Previous: lk.Previous}
 		}
 	}
 	shardrpc.WriteJSON(w, http.StatusOK, out)

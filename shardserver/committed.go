@@ -1,7 +1,6 @@
 package shardserver
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -54,23 +53,19 @@ func (c *committedSet) take(r shardrpc.VersionRef) bool {
 	return ok
 }
 
-func (s *Server) committed(w http.ResponseWriter, r *http.Request) {
-	// NB: gateways no longer read the mark (docs/CONSISTENCY.md, rule 1,
-	// chaos seed 8383); the note serves the confirm job.
-	s.notice(w, r, s.meta.MarkCommitted)
-}
-
-// confirmed takes a notice for the confirm jobs alone
-// (shardrpc.PathConfirmed, a repair switch's): the note without the mark.
+// confirmed takes a notice that versions are stored on a write quorum,
+// for the confirm jobs alone: from a gateway after a write (on
+// shardrpc.PathConfirmed, or PathCommitted from a gateway that predates
+// it) or from a repair switch. Both paths are this one handler: nothing
+// is marked in the record any more, since no lookup reads a mark
+// (docs/CONSISTENCY.md, rule 1, chaos seed 8383), and a mark was a pebble
+// write per notice.
+//
+// Each version is noted for its confirm job when it is current here and
+// the key has previous versions, which only a key with a confirm job
+// has. A version that is no longer current here gets no note: its key
+// moved on.
 func (s *Server) confirmed(w http.ResponseWriter, r *http.Request) {
-	s.notice(w, r, s.meta.CurrentIs)
-}
-
-// notice notes each version of a notice for its confirm job when check
-// (which marks it or not) finds it current here and the key with previous
-// versions, which only a key with a confirm job has. A version that is no
-// longer current here gets no note: its key moved on.
-func (s *Server) notice(w http.ResponseWriter, r *http.Request, check func(ctx context.Context, bucket, key string, v metadata.Version) (current, previous bool, err error)) {
 	var req shardrpc.CommittedRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -81,7 +76,7 @@ func (s *Server) notice(w http.ResponseWriter, r *http.Request, check func(ctx c
 		return
 	}
 	for _, v := range req.Versions {
-		current, previous, err := check(r.Context(), v.Bucket, v.Key, v.Version)
+		current, previous, err := s.meta.CurrentIs(r.Context(), v.Bucket, v.Key, v.Version)
 		if err != nil {
 			s.fail(w, r, err)
 			return

@@ -230,7 +230,7 @@ func (s *Server) getManifestVersions(w http.ResponseWriter, r *http.Request) {
 	if lk.Previous == nil {
 		lk.Previous = []*metadata.Manifest{}
 	}
-	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.ManifestVersionsResponse{Current: lk.Current, Previous: lk.Previous, Committed: lk.Committed})
+	shardrpc.WriteJSON(w, http.StatusOK, shardrpc.ManifestVersionsResponse{Current: lk.Current, Previous: lk.Previous})
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {

@@ -137,7 +137,7 @@ func (s *Server) routes() http.Handler {
 		{"GET " + shardrpc.PathManifestVersions, "get_manifest_versions", s.getManifestVersions},
 		{"POST " + shardrpc.PathManifestVersionsBatch, "get_manifest_versions_batch", s.getManifestVersionsBatch},
 		{"POST " + shardrpc.PathManifestsBatch, "put_manifests_batch", s.putManifestsBatch},
-		{"POST " + shardrpc.PathCommitted, "committed", s.committed},
+		{"POST " + shardrpc.PathCommitted, "committed", s.confirmed}, // older gateways: noted, not marked
 		{"POST " + shardrpc.PathConfirmed, "confirmed", s.confirmed},
 		{"POST " + shardrpc.PathManifestAbort, "abort_manifest", s.abortManifest},
 		{"POST " + shardrpc.PathManifestDeleteVersion, "delete_version", s.deleteVersion},

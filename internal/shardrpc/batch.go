@@ -38,8 +38,9 @@ type VersionsBatchRequest struct {
 type KeyVersions struct {
 	Current  *metadata.Manifest   `json:"current,omitempty"`
 	Previous []*metadata.Manifest `json:"previous,omitempty"`
-	// Committed is ManifestVersionsResponse.Committed: Current is marked
-	// as stored on a write quorum.
+	// Committed is ManifestVersionsResponse.Committed: retired, kept for
+	// wire compatibility only (never set by current servers, ignored by
+	// gateways).
 	Committed bool `json:"committed,omitempty"`
 	// Err is set when the node failed to read the key (Current is nil).
 	Err string `json:"err,omitempty"`

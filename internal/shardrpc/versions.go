@@ -27,9 +27,12 @@ const ParamInline = "inline"
 type ManifestVersionsResponse struct {
 	Current  *metadata.Manifest   `json:"current"`
 	Previous []*metadata.Manifest `json:"previous"`
-	// Committed: a gateway reported Current as stored on a write quorum
-	// (PathCommitted; metadata.Store.MarkCommitted). False from servers
-	// older than this field, and whenever the mark is missing.
+	// Committed is the retired committed mark (metadata flagCommitted):
+	// servers no longer set it, and gateways ignore it (a mark never
+	// stands in for votes: docs/CONSISTENCY.md, rule 1). Kept for wire
+	// compatibility only: servers that predate the retirement still send
+	// it, and the gateway's tests use it to show such marks change no
+	// answer. Decoders ignore it, so it can go once no such server runs.
 	Committed bool `json:"committed,omitempty"`
 }
 

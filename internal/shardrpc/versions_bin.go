@@ -82,7 +82,7 @@ func RawAnswer(l metadata.RawLookup, err error) RawKeyVersions {
 	}
 	ms := make([]metadata.RawManifest, 0, 1+len(l.Previous))
 	ms = append(append(ms, l.Current), l.Previous...)
-	return RawKeyVersions{Found: true, Committed: l.Committed, Manifests: ms}
+	return RawKeyVersions{Found: true, Manifests: ms}
 }
 
 // AppendVersions appends the binary encoding of the answers of a lookup
