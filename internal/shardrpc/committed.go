@@ -10,12 +10,12 @@ import (
 	"github.com/regen-s3/regen/metadata"
 )
 
-// PathCommitted takes a CommittedRequest: the gateway tells the servers
-// that stored a manifest that a write quorum stored it. Each marks the
-// version committed for readers (docs/CONSISTENCY.md, rule 1), and its
-// confirm job for that version then needs to ask no peer (they would all
-// answer what the gateway already knows): an overwrite or a delete costs
-// one notice per server instead of n-1 lookups per server.
+// PathCommitted takes a CommittedRequest: an older gateway tells the
+// servers that stored a manifest that a write quorum stored it. Servers
+// used to mark the version committed for readers; since lookups stopped
+// reading marks they take it exactly as PathConfirmed (a confirm note,
+// nothing written), and current gateways send PathConfirmed. Kept so
+// that older gateways' notices still spare confirm jobs their asking.
 const PathCommitted = "/v1/manifests/committed"
 
 // PathConfirmed takes a CommittedRequest too, for the confirm jobs alone:
