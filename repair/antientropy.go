@@ -80,7 +80,8 @@ type peerDiff struct {
 // objects the periodic passes were 60% of a shard server's CPU during a
 // repair (perf), and slowed the repair itself threefold. The periodic pass
 // is a safety net (the write path's quorum and the missed-write queue heal
-// writes first, and a return or a start lists every differing range), so
+// writes first, and a return or a start lists what differs twice a second
+// apart: noteDiffering), so
 // it lists at most this many per peer per pass, going round the ranges
 // from pass to pass, and only ranges whose difference lasted (lasting): a
 // lasting difference is reached within DigestRanges/periodicRanges+1

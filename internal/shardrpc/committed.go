@@ -42,22 +42,20 @@ type CommittedRequest struct {
 }
 
 // Committed tells addr that each of refs (at most MaxBatch) is stored on a
-// write quorum.
+// write quorum, on PathCommitted (what gateways before PathConfirmed sent).
 func (c *Client) Committed(ctx context.Context, addr string, refs []VersionRef) error {
-	if len(refs) > MaxBatch {
-		return fmt.Errorf("%w: %d versions in one notice (at most %d)", ErrBadRequest, len(refs), MaxBatch)
-	}
-	body, err := json.Marshal(CommittedRequest{Versions: refs})
-	if err != nil {
-		return err
-	}
-	return c.call(ctx, addr, fmt.Sprintf("committed %d versions", len(refs)), http.MethodPost, PathCommitted, nil, bytes.NewReader(body), nil)
+	return c.notice(ctx, addr, PathCommitted, "committed", refs)
 }
 
 // Confirmed tells addr that each of refs (at most MaxBatch) is stored on a
-// write quorum, for its confirm jobs only (PathConfirmed): unlike
-// Committed, it marks nothing for readers.
+// write quorum, for its confirm jobs (PathConfirmed). Current servers take
+// both notices alike; a server that predates PathConfirmed answers 404.
 func (c *Client) Confirmed(ctx context.Context, addr string, refs []VersionRef) error {
+	return c.notice(ctx, addr, PathConfirmed, "confirmed", refs)
+}
+
+// notice posts refs to path as a CommittedRequest (both notices' body).
+func (c *Client) notice(ctx context.Context, addr, path, what string, refs []VersionRef) error {
 	if len(refs) > MaxBatch {
 		return fmt.Errorf("%w: %d versions in one notice (at most %d)", ErrBadRequest, len(refs), MaxBatch)
 	}
@@ -65,5 +63,5 @@ func (c *Client) Confirmed(ctx context.Context, addr string, refs []VersionRef) 
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, addr, fmt.Sprintf("confirmed %d versions", len(refs)), http.MethodPost, PathConfirmed, nil, bytes.NewReader(body), nil)
+	return c.call(ctx, addr, fmt.Sprintf("%s %d versions", what, len(refs)), http.MethodPost, path, nil, bytes.NewReader(body), nil)
 }
