@@ -23,7 +23,19 @@ import (
 //     anything the above misses.
 //
 // A change of any of these starts a walk at the next ScanInterval, as
-// before; while any server is down or draining every scan walks.
+// before.
+//
+// While a repair runs the same holds for a walk that found degraded
+// groups but queued all of them (covered): the queue holds everything the
+// walk would find again, so walking again finds nothing new until the
+// membership changes, a write names a server not live, or a job fails or
+// is deferred (each marks the scan dirty). A dead server of a million
+// small objects left ~60,000 jobs per server; walking 750,000 manifests
+// every few seconds to find them queued already took a share of every
+// server's CPU for the whole repair. Once the queue drains, the next scan
+// walks (the last walk was not clean) and checks every repaired group.
+// A walk is not covered while any group waits: for its grace (Pending),
+// for a server to rebuild onto (Waiting), or for a drain's destination.
 
 // walkSignature sums up what of the membership decides a walk's outcome.
 func walkSignature(v nodeView) string {
@@ -48,6 +60,9 @@ type walkState struct {
 	at    time.Time // when it began (zero: none yet)
 	sig   string    // walkSignature of its view
 	clean bool      // it found nothing degraded, draining, unknown or to repair
+	// covered: it found degraded or draining groups, and queued a job
+	// for every one (nothing waiting for its grace or a destination).
+	covered bool
 	// skipped counts scans answered from it without walking.
 	skipped int64
 }
@@ -60,7 +75,7 @@ func (s *scanner) needWalk(sig string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := &s.walk
-	skip := !ws.at.IsZero() && ws.clean && !s.dirty.Load() && ws.sig == sig && idle &&
+	skip := !ws.at.IsZero() && (ws.clean && idle || ws.covered && !idle) && !s.dirty.Load() && ws.sig == sig &&
 		s.now().Sub(ws.at) < s.fullEvery
 	if skip {
 		ws.skipped++
@@ -73,10 +88,26 @@ func (s *scanner) needWalk(sig string) bool {
 }
 
 // walked records a walk that began at t0 with signature sig.
-func (s *scanner) walked(t0 time.Time, sig string, clean bool) {
+func (s *scanner) walked(t0 time.Time, sig string, clean, covered bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.walk.at, s.walk.sig, s.walk.clean = t0, sig, clean
+	s.walk.at, s.walk.sig, s.walk.clean, s.walk.covered = t0, sig, clean, covered && !clean
 	s.stripes.Walked = t0.UTC().Format(time.RFC3339Nano)
 	s.stripes.Skipped = s.walk.skipped
+}
+
+// repaired takes a group j repaired or moved out of the counts of the
+// last walk, so that the status follows a repair between walks (the
+// next walk counts afresh).
+func (s *scanner) repaired(j *job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parts := int64(max(j.parts, 1))
+	if j.move {
+		s.stripes.Draining = max(s.stripes.Draining-parts, 0)
+		return
+	}
+	s.stripes.Degraded = max(s.stripes.Degraded-parts, 0)
+	s.stripes.LostShards = max(s.stripes.LostShards-parts*int64(len(j.lost)), 0)
+	s.m.stripes(s.stripes)
 }

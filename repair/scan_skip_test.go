@@ -124,3 +124,61 @@ func TestWalkSignatureSeesEveryChange(t *testing.T) {
 		t.Fatal("signature of the same view differs")
 	}
 }
+
+// While a repair runs, a walk that queued every degraded group it found
+// is not repeated: the queue holds what it would find again. A job that
+// fails, a membership change or the queue draining brings the next walk;
+// a repaired group comes off the status counts at once.
+func TestScanSkipsWalkWhileItsJobsAreQueued(t *testing.T) {
+	f := newFakeCluster(4)
+	place := []string{"n0", "n1", "n2", "n3"}
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 1, Writer: "gw"}, Code: "rs-2-2",
+		Placement: place, Inline: []byte("small")} // an inline object: its job needs no manifest read
+	store := &walkCounter{fakeCluster: f, ms: []*metadata.Manifest{m}}
+	cfg := DefaultConfig()
+	cfg.NodeID = "n0"
+	w, err := New(cfg, store, f, shardAPI{f}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1000, 0)
+	w.now = func() time.Time { return clock }
+	w.mrf.look(w.view(), "n0", clock)
+	ctx := context.Background()
+	step := func(what string, wantWalks int) {
+		t.Helper()
+		clock = clock.Add(cfg.ScanInterval)
+		if err := w.scanner.once(ctx); err != nil {
+			t.Fatalf("%s: scan: %v", what, err)
+		}
+		if store.walks != wantWalks {
+			t.Fatalf("%s: %d walks, want %d", what, store.walks, wantWalks)
+		}
+	}
+	f.mu.Lock()
+	f.members[3].State = cluster.StateDead
+	f.members[3].Since = clock
+	f.mu.Unlock()
+
+	step("a server died", 1)
+	step("within its grace: every scan walks", 2)
+	clock = clock.Add(cfg.Grace)
+	step("grace over: the group is queued", 3)
+	if got := w.Status(); got.Repair.Queued != 1 || got.Stripes.Degraded != 1 {
+		t.Fatalf("after the walk that queued the group: queued %d, degraded %d", got.Repair.Queued, got.Stripes.Degraded)
+	}
+	step("its job is queued: no walk", 3)
+	step("still queued", 3)
+
+	j := w.sched.pop()
+	w.ended(ctx, j, Result{}, fmt.Errorf("%w: test", errRetryLater), 0)
+	step("the job was deferred", 4)
+	step("queued again: no walk", 4)
+
+	j = w.sched.pop()
+	w.ended(ctx, j, Result{Method: Inline}, nil, 0)
+	if got := w.Status().Stripes; got.Degraded != 0 || got.LostShards != 0 {
+		t.Fatalf("after the repair: degraded %d, lost shards %d, want 0", got.Degraded, got.LostShards)
+	}
+	step("the queue drained: a walk checks", 5)
+}

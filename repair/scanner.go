@@ -174,7 +174,7 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 			// Fully redundant: only shards on draining servers may
 			// need a new home.
 			if moves := draining(v, m.Placement); len(moves) > 0 {
-				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true, noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement)}
+				j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: moves, move: true, noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement), parts: int(parts)}
 				counts.Draining += parts
 				if s.jobs.isWaiting(j.ref()) {
 					counts.DrainWaiting += parts
@@ -193,7 +193,7 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 			return nil
 		}
 		if len(lost) > 0 {
-			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs), noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement)}
+			j := &job{bucket: m.Bucket, key: m.Key, version: m.Version, lost: lost, prio: len(downs), noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement), parts: int(parts)}
 			if s.jobs.isWaiting(j.ref()) {
 				counts.Waiting += parts
 			}
@@ -236,7 +236,8 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 	s.mu.Lock()
 	s.stripes = counts
 	s.mu.Unlock()
-	s.walked(t0, sig, counts.Degraded == 0 && counts.Draining == 0 && len(unknown) == 0 && len(found) == 0)
+	s.walked(t0, sig, counts.Degraded == 0 && counts.Draining == 0 && len(unknown) == 0 && len(found) == 0,
+		counts.Pending == 0 && counts.Waiting == 0 && counts.DrainWaiting == 0 && len(unknown) == 0)
 	s.m.stripes(counts)
 	for _, j := range found {
 		s.jobs.enqueue(j)

@@ -227,6 +227,8 @@ type job struct {
 	// width is the placement's length as the scan saw it (0: unknown),
 	// so that an inline job's estimate needs no manifest read.
 	width int
+	// parts is the object's stripe groups as the scan counted them.
+	parts int
 }
 
 // ref names the job's object version: the key for its current manifest,
@@ -553,9 +555,14 @@ func (w *Worker) ended(ctx context.Context, j *job, res Result, err error, secs 
 			w.log.Warn("manifest sync after a fenced repair", "object", j.ref(), "err", serr)
 		}
 	}
-	// Whatever the outcome, the next scan walks: a repaired group is
-	// checked once more, and a failed or deferred one is found again.
-	w.scanner.markDirty()
+	// A failed or deferred job is found again by the next scan, which
+	// walks. A repaired group comes off the walk's counts; it is checked
+	// once more by the walk that follows the queue's draining.
+	if err != nil {
+		w.scanner.markDirty()
+	} else {
+		w.scanner.repaired(j)
+	}
 	retry := w.sched.retry(ctx, j, err)
 	if retry {
 		w.mu.Lock()
