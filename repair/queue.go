@@ -94,6 +94,18 @@ func (q *jobQueue) jobs() []*job {
 	return out
 }
 
+// costs appends every queued job's cost to dst: what the status's
+// estimate of the remaining time needs, without a copy of the jobs.
+func (q *jobQueue) costs(dst []Cost) []Cost {
+	for _, e := range q.ready {
+		dst = append(dst, e.j.cost)
+	}
+	for _, e := range q.later {
+		dst = append(dst, e.j.cost)
+	}
+	return dst
+}
+
 type readyHeap []queued
 
 func (h readyHeap) Len() int { return len(h) }

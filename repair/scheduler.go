@@ -35,6 +35,8 @@ type scheduler struct {
 	recent  []shardrpc.RepairEvent
 	// batchCosts are the predicted costs of the current batch's jobs.
 	batchCosts []Cost
+	// costBuf is status's buffer for the queued jobs' costs.
+	costBuf []Cost
 	// batchStale: batch.Predicted misses jobs or peer reports since it
 	// was made (predictBatch).
 	batchStale bool
@@ -299,11 +301,15 @@ func (s *scheduler) status(st *shardrpc.RepairStatus, cm CostModel) {
 	for k, v := range s.counts.ByMethod {
 		st.Repair.ByMethod[k] = v
 	}
-	var queued []Cost
-	for _, j := range s.queue.jobs() {
-		queued = append(queued, j.cost)
+	// NB: the buffer is kept: a status is asked for every second or more
+	// (admin repair watch, the host peers of every scan) while a dead
+	// server's tens of thousands of jobs are queued, and two fresh copies
+	// of the queue per call were megabytes of garbage each time.
+	s.costBuf = s.queue.costs(s.costBuf[:0])
+	st.Repair.Remaining = cm.Batch(s.costBuf, s.workers, s.lastShare, s.peerList())
+	if cap(s.costBuf) > 4*len(s.costBuf)+1024 {
+		s.costBuf = nil // the queue shrank: let the big buffer go
 	}
-	st.Repair.Remaining = cm.Batch(queued, s.workers, s.lastShare, s.peerList())
 	if s.batch != nil {
 		s.predictBatch(cm)
 		b := *s.batch
