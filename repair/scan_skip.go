@@ -98,11 +98,15 @@ func (s *scanner) walked(t0 time.Time, sig string, clean, covered bool) {
 
 // repaired takes a group j repaired or moved out of the counts of the
 // last walk, so that the status follows a repair between walks (the
-// next walk counts afresh).
+// next walk counts afresh). Only a scan's jobs were counted (parts set):
+// the scrubber's and the syncer's in-place rebuilds were not.
 func (s *scanner) repaired(j *job) {
+	if j.parts == 0 {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	parts := int64(max(j.parts, 1))
+	parts := int64(j.parts)
 	if j.move {
 		s.stripes.Draining = max(s.stripes.Draining-parts, 0)
 		return
