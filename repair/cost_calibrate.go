@@ -334,12 +334,25 @@ func (c *calibrator) recalibrateDisk(ctx context.Context, dir string) {
 			same++
 			continue
 		}
-		same = 0
+		// NB: only a clear gain brings the quick cadence back: a fsync a
+		// few percent faster is noise, and resetting on it kept twelve
+		// idle servers measuring every minute.
+		if !clearGain(cm.Fsync, fsync) && !clearGain(write, cm.Default.DiskWrite) {
+			same++
+		} else {
+			same = 0
+		}
 		cm.Fsync = min(cm.Fsync, fsync)
 		cm.Default.DiskWrite = max(cm.Default.DiskWrite, write)
 		c.setModel(cm)
 		c.log.Info("repair: recalibrated disk", "fsync", cm.Fsync, "disk_write_MBps", int(cm.Default.DiskWrite/1e6))
 	}
+}
+
+// clearGain reports whether a is more than a tenth above b (b > 0): a gain
+// a measurement's noise does not explain.
+func clearGain[T time.Duration | float64](a, b T) bool {
+	return b > 0 && float64(a) > 1.1*float64(b)
 }
 
 // diskBusy reports whether repairs are running or queued, or shard

@@ -41,3 +41,25 @@ func TestRecalibrateWait(t *testing.T) {
 		}
 	}
 }
+
+// Only a gain of more than a tenth counts as a better disk for the
+// calibration's cadence: a measurement's noise does not.
+func TestClearGain(t *testing.T) {
+	for _, c := range []struct {
+		a, b float64
+		want bool
+	}{
+		{110, 100, false},
+		{111, 100, true},
+		{105, 100, false},
+		{1, 0, false},
+		{0, 100, false},
+	} {
+		if got := clearGain(c.a, c.b); got != c.want {
+			t.Errorf("clearGain(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+	if !clearGain(2*time.Millisecond, time.Millisecond) || clearGain(time.Millisecond+50*time.Microsecond, time.Millisecond) {
+		t.Error("clearGain of durations")
+	}
+}
