@@ -109,9 +109,9 @@ func (s *scanner) repaired(j *job) {
 	parts := int64(j.parts)
 	if j.move {
 		s.stripes.Draining = max(s.stripes.Draining-parts, 0)
-		return
+	} else {
+		s.stripes.Degraded = max(s.stripes.Degraded-parts, 0)
+		s.stripes.LostShards = max(s.stripes.LostShards-parts*int64(len(j.lost)), 0)
 	}
-	s.stripes.Degraded = max(s.stripes.Degraded-parts, 0)
-	s.stripes.LostShards = max(s.stripes.LostShards-parts*int64(len(j.lost)), 0)
 	s.m.stripes(s.stripes)
 }
