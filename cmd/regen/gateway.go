@@ -340,18 +340,19 @@ func (r *runningGateway) wait() error {
 }
 
 // startGateway listens, joins the cluster and serves until ctx ends.
-// setMemoryLimit applies --memory-limit to this process. The write budget
-// bounds the live stripe buffers; without a limit the heap grows to twice
-// what is live before a collection (GOGC=100), which took a gateway with
-// 100 MiB live to 207 MiB RSS under four concurrent 1 GiB PUTs.
-func setMemoryLimit(f *gatewayFlags) {
-	if f.memoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(f.memoryLimit)
+// setMemoryLimit applies --memory-limit (bytes, 0: none) to this process
+// unless GOMEMLIMIT is set. Without a limit the heap grows to twice what
+// is live before a collection (GOGC=100): a gateway's write budget bounds
+// its live stripe buffers, yet one with 100 MiB live reached 207 MiB RSS
+// under four concurrent 1 GiB PUTs.
+func setMemoryLimit(limit int64) {
+	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(limit)
 	}
 }
 
 func startGateway(ctx context.Context, cfg gateway.Config, f *gatewayFlags) (*runningGateway, error) {
-	setMemoryLimit(f)
+	setMemoryLimit(f.memoryLimit)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen for S3 on %s: %w (is another regen running? choose another with --addr)", cfg.Addr, err)

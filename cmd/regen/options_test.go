@@ -291,3 +291,25 @@ func TestDevShardProcs(t *testing.T) {
 		t.Error("--shard-procs -1 accepted")
 	}
 }
+
+// A shard server's Go memory has a soft limit by default, set in units,
+// and a negative one is refused naming the flag.
+func TestShardMemoryLimit(t *testing.T) {
+	parse := func(args ...string) (shardFlags, error) {
+		o := newOptionSet("shard", "test")
+		var f shardFlags
+		f.register(o)
+		err := o.Parse(append([]string{"--secret", strings.Repeat("s", 32)}, args...), f.Validate)
+		return f, err
+	}
+	f, err := parse()
+	if err != nil || f.memoryLimit != shardMemoryLimit {
+		t.Fatalf("default: %d, %v; want %d", f.memoryLimit, err, shardMemoryLimit)
+	}
+	if f, err = parse("--memory-limit", "96MiB"); err != nil || f.memoryLimit != 96<<20 {
+		t.Fatalf("--memory-limit 96MiB: %d, %v", f.memoryLimit, err)
+	}
+	if _, err = parse("--memory-limit=-1"); err == nil || !strings.Contains(err.Error(), "memory-limit") {
+		t.Fatalf("--memory-limit=-1: %v, want an error naming it", err)
+	}
+}
