@@ -1,6 +1,8 @@
 package shardserver
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"sync"
@@ -19,8 +21,31 @@ import (
 // safety.
 type committedSet struct {
 	mu   sync.Mutex
-	set  map[shardrpc.VersionRef]struct{}
-	fifo []shardrpc.VersionRef
+	set  map[noteKey]struct{}
+	fifo []noteKey
+}
+
+// noteKey is a note's version, hashed: 16 bytes of SHA-256 instead of its
+// bucket, key and writer strings. A full set held ~40 MiB of strings on
+// each server of a million-object repair, whose switches send notices
+// faster than the confirm jobs take them. A collision would confirm an
+// unnoted version without asking; at 2^-128 per pair, as for any content
+// hash, that is not a risk.
+type noteKey [16]byte
+
+func noteKeyOf(r shardrpc.VersionRef) noteKey {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range []string{r.Bucket, r.Key, r.Version.Writer} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	binary.BigEndian.PutUint64(n[:], uint64(r.Version.TS))
+	h.Write(n[:])
+	var k noteKey
+	copy(k[:], h.Sum(nil))
+	return k
 }
 
 // maxCommitted bounds the set: a few GCDelays of notices at thousands of
@@ -28,28 +53,30 @@ type committedSet struct {
 const maxCommitted = 1 << 18
 
 func (c *committedSet) add(r shardrpc.VersionRef) {
+	k := noteKeyOf(r)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.set == nil {
-		c.set = map[shardrpc.VersionRef]struct{}{}
+		c.set = map[noteKey]struct{}{}
 	}
-	if _, ok := c.set[r]; ok {
+	if _, ok := c.set[k]; ok {
 		return
 	}
 	if len(c.fifo) >= maxCommitted {
 		delete(c.set, c.fifo[0])
 		c.fifo = c.fifo[1:]
 	}
-	c.set[r] = struct{}{}
-	c.fifo = append(c.fifo, r)
+	c.set[k] = struct{}{}
+	c.fifo = append(c.fifo, k)
 }
 
 // take reports whether r was noted, and forgets it.
 func (c *committedSet) take(r shardrpc.VersionRef) bool {
+	k := noteKeyOf(r)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.set[r]
-	delete(c.set, r) // NB: its fifo slot goes when it reaches the front
+	_, ok := c.set[k]
+	delete(c.set, k) // NB: its fifo slot goes when it reaches the front
 	return ok
 }
 

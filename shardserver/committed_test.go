@@ -134,3 +134,24 @@ func TestCommittedNoticeOnlyNotes(t *testing.T) {
 		t.Fatalf("%d confirm notes for an overwrite, want 1", n)
 	}
 }
+
+// A note is kept as a hash of its version: versions that differ only in
+// where one name ends and the next begins, or in their writer or time,
+// are different notes.
+func TestCommittedSetTellsVersionsApart(t *testing.T) {
+	var c committedSet
+	v := metadata.Version{TS: 5, Writer: "gw"}
+	c.add(shardrpc.VersionRef{Bucket: "ab", Key: "c", Version: v})
+	for _, other := range []shardrpc.VersionRef{
+		{Bucket: "a", Key: "bc", Version: v},
+		{Bucket: "ab", Key: "c", Version: metadata.Version{TS: 6, Writer: "gw"}},
+		{Bucket: "ab", Key: "c", Version: metadata.Version{TS: 5, Writer: "gw2"}},
+	} {
+		if c.take(other) {
+			t.Fatalf("%+v taken as the note of ab/c", other)
+		}
+	}
+	if !c.take(shardrpc.VersionRef{Bucket: "ab", Key: "c", Version: v}) {
+		t.Fatal("the note itself was not taken")
+	}
+}
