@@ -21,9 +21,10 @@
 // MRF healer, the scrubber and the calibrator (see Worker).
 //
 // Background work grows with change, not with objects: the scan walks the
-// local manifests only while something may be degraded (scan_skip.go),
-// writes that missed a server are queued (mrf.go), and the scrubber's
-// position survives restarts (scrub.go).
+// local manifests only while something may be degraded and its last walk
+// did not queue it all (scan_skip.go), writes that missed a server are
+// queued (mrf.go), and the scrubber's position survives restarts
+// (scrub.go).
 //
 // The methods come from two papers: PUSH (Huang et al., "PUSH: A
 // Pipelined Reconstruction I/O for Erasure-Coded Storage Clusters", IEEE
