@@ -58,8 +58,14 @@ func (g *Gateway) writeError(c *fiber.Ctx, req *request, err error) {
 	c.Status(ae.HTTPStatus)
 	if m := c.Method(); m == fiber.MethodPut || m == fiber.MethodPost {
 		// The body may be unread: closing keeps its rest from being
-		// parsed as the next request on this connection.
+		// parsed as the next request on this connection, and draining
+		// it lets the client read this answer (drainBody). A request
+		// fiberError answers (req.method unset) has no framing to trust;
+		// a body that already timed out would only time out again.
 		c.Context().SetConnectionClose()
+		if req.method != "" && !isTimeout(err) {
+			drainBody(c)
+		}
 	}
 	if req.method == fiber.MethodHead {
 		c.Response().SkipBody = true
