@@ -73,6 +73,7 @@ const DefaultCacheSize = 32 << 20
 // parallel and share pebble's group commit.
 type Store struct {
 	db     *pebble.DB
+	sched  *quietScheduler // the DB's compaction scheduler
 	nodeID string
 	now    func() time.Time
 
@@ -167,11 +168,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	sched := newQuietScheduler()
+	po.Experimental.CompactionScheduler = sched
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, nodeID: opts.NodeID, now: opts.Now}
+	s := &Store{db: db, sched: sched, nodeID: opts.NodeID, now: opts.Now}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -57,9 +57,11 @@ const (
 	mrfMaxRecent = 1 << 16
 	mrfMaxMissed = 1 << 18
 	// mrfPoll is how often the gossip view is checked when no membership
-	// event wakes the loop, and mrfRetry how often writes noted against a
-	// live server that could not be healed yet are tried again.
-	mrfPoll  = 500 * time.Millisecond
+	// event wakes the loop (a return is an event: the poll is a safety
+	// net, and each tick wakes an idle server), and mrfRetry how often
+	// writes noted against a live server that could not be healed yet are
+	// tried again.
+	mrfPoll  = 2 * time.Second
 	mrfRetry = 2 * time.Second
 	// mrfForceAfter is after how many rounds any holder heals a write, not
 	// only the placement's first holder.
