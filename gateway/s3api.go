@@ -61,9 +61,12 @@ func (g *Gateway) writeError(c *fiber.Ctx, req *request, err error) {
 		// parsed as the next request on this connection, and draining
 		// it lets the client read this answer (drainBody). A request
 		// fiberError answers (req.method unset) has no framing to trust;
-		// a body that already timed out would only time out again.
+		// a body that already timed out would only time out again; and a
+		// gateway out of body memory should not read more (a flood of
+		// held bodies would hold every refusal for the drain's time, and
+		// a drain cut short still ends in a reset).
 		c.Context().SetConnectionClose()
-		if req.method != "" && !isTimeout(err) {
+		if req.method != "" && !req.overloaded && ae.Code != "RequestTimeout" {
 			drainBody(c)
 		}
 	}

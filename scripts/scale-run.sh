@@ -127,6 +127,8 @@ cpu_ticks() {
 	echo $t
 }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# hwm_kib: a process's peak RSS since it started (VmHWM).
+hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 if [ "$PHASE" != measure ]; then
 	log "filling: $OBJECTS objects of $SIZE in $PREFIXES prefixes"
@@ -209,13 +211,19 @@ detect_s=$(since "$t0")
 admin repair watch --json >"$OUT/repair-watch.jsonl"
 repair_s=$(since "$t0")
 log "dead after ${detect_s} s, repaired after ${repair_s} s ($held bytes, $held_shards shard files held)"
+# Peak RSS of the shard servers that lived through the whole measure
+# phase (started on the filled data, then the restart, the probe and the
+# repair), and of the restarted one since its restart.
+peak_rss=$(for p in $(jq -r '.shards[2:][].pid' "$DATA/dev.json") "$restarted"; do hwm_kib "$p"; done | sort -n | tr '\n' ' ')
+log "peak RSS of the shard servers (KiB, sorted): $peak_rss"
 
 jq -n --argjson objects "$OBJECTS" --arg fill "$fill_s" --arg idle "$idle_pct" --argjson gw "$gw_rss" \
 	--arg shards "$shard_rss" --arg resync "$resync_s" --arg detect "$detect_s" --arg repair "$repair_s" \
-	--argjson held "${held:-0}" --slurpfile probe "$OUT/probe.jsonl" \
+	--argjson held "${held:-0}" --slurpfile probe "$OUT/probe.jsonl" --arg peak "$peak_rss" \
 	'{objects: $objects, fill_s: ($fill|tonumber), idle_cpu_pct: ($idle|tonumber), gateway_rss_kib: $gw,
 	  shard_rss_kib: ($shards|split(" ")|map(select(. != ""))|map(tonumber)), probe: $probe,
-	  resync_s: ($resync|tonumber), detect_s: ($detect|tonumber), repair_s: ($repair|tonumber), bytes_held: $held}' >"$OUT/results.json"
+	  resync_s: ($resync|tonumber), detect_s: ($detect|tonumber), repair_s: ($repair|tonumber), bytes_held: $held,
+	  shard_peak_rss_kib: ($peak|split(" ")|map(select(. != ""))|map(tonumber))}' >"$OUT/results.json"
 
 {
 	echo "## scale run: $OBJECTS objects of $SIZE in $PREFIXES prefixes, $(date -u +%Y-%m-%d)"
@@ -231,6 +239,7 @@ jq -n --argjson objects "$OBJECTS" --arg fill "$fill_s" --arg idle "$idle_pct" -
 	jq -r '"| \(.workload) | \(if .workload == "head" then "\(.ops_per_s) ops/s (p50 \(.p50_ms) ms)" elif .workload == "delete-objects" then "\(.items_per_s) keys/s" elif .workload == "list-recursive" then "\(.items_per_s) objects/s (\(.p50_ms / 1000) s per listing)" else "\(.p50_ms) ms (p50)" end); \(.errors) errors |"' "$OUT/probe.jsonl"
 	echo "| restarted server back in sync (down ${DOWN} s) | ${resync_s} s |"
 	echo "| killed server called dead | ${detect_s} s |"
+	echo "| peak RSS shard servers over the measure phase, repair included (min / max) | $(($(echo $peak_rss | awk '{print $1}') / 1024)) / $(($(echo $peak_rss | awk '{print $NF}') / 1024)) MiB |"
 	echo "| killed server fully repaired (it held $held bytes in $held_shards shard files; $STRIPED objects of $STRIPED_SIZE) | ${repair_s} s |"
 } | tee "$OUT/report.md"
 log "results in $OUT"
