@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -175,33 +174,4 @@ func checkChecksumHeaders(c *fiber.Ctx) error {
 // timeouts are context deadlines or dial timeouts, never this.
 func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
-}
-
-// An answer given before a PUT or POST body was read in full would reach
-// the client as a connection reset rather than as the S3 error: closing a
-// socket with unread bytes makes the kernel send RST, and a client still
-// writing its body sees the reset, not the answer (Go's net/http, the
-// SDKs built on it and curl all do). So an early answer first reads and
-// discards what is left of the body, up to maxDrainBytes and for at most
-// maxDrainTime: enough for a single PUT or an upload part of ordinary
-// size to get its answer, while a client that declared gigabytes, or
-// holds its body back, costs the gateway no more than that before the
-// connection is closed anyway.
-const (
-	maxDrainBytes = 16 << 20
-	maxDrainTime  = 2 * time.Second
-)
-
-// drainBody discards the unread rest of a streamed request body, within
-// maxDrainBytes and maxDrainTime. Bodies fasthttp buffered (up to
-// BodyLimit) are already read: there is nothing to drain.
-func drainBody(c *fiber.Ctx) {
-	r := c.Context().RequestBodyStream()
-	if r == nil {
-		return
-	}
-	// An absolute deadline on the connection (which ends the guard's
-	// per-read body phase) bounds the drain however the bytes trickle.
-	c.Context().Conn().SetReadDeadline(time.Now().Add(maxDrainTime)) //nolint:errcheck // the connection closes next
-	io.CopyN(io.Discard, r, maxDrainBytes)                           //nolint:errcheck // best effort, as above
 }

@@ -48,7 +48,6 @@ func (m *bodyMemory) take(req *request, n int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.wait)
 	defer cancel()
 	if err := m.sem.Acquire(ctx, n); err != nil {
-		req.overloaded = true
 		return ErrSlowDown.With("The gateway is holding as many request bodies as it may; please retry.")
 	}
 	req.bodyHeld += n

@@ -58,17 +58,8 @@ func (g *Gateway) writeError(c *fiber.Ctx, req *request, err error) {
 	c.Status(ae.HTTPStatus)
 	if m := c.Method(); m == fiber.MethodPut || m == fiber.MethodPost {
 		// The body may be unread: closing keeps its rest from being
-		// parsed as the next request on this connection, and draining
-		// it lets the client read this answer (drainBody). A request
-		// fiberError answers (req.method unset) has no framing to trust;
-		// a body that already timed out would only time out again; and a
-		// gateway out of body memory should not read more (a flood of
-		// held bodies would hold every refusal for the drain's time, and
-		// a drain cut short still ends in a reset).
+		// parsed as the next request on this connection.
 		c.Context().SetConnectionClose()
-		if req.method != "" && !req.overloaded && ae.Code != "RequestTimeout" {
-			drainBody(c)
-		}
 	}
 	if req.method == fiber.MethodHead {
 		c.Response().SkipBody = true

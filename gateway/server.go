@@ -175,9 +175,6 @@ type request struct {
 	// bodyHeld is the body memory (Gateway.bodyMem) the request holds;
 	// serve gives it back when the request ends.
 	bodyHeld int64
-	// overloaded is set when the gateway refused the request for want of
-	// body memory: its answer does not drain the body (drainBody).
-	overloaded bool
 }
 
 func newRequestID() string {
