@@ -126,9 +126,11 @@ cpu_ticks() {
 	done
 	echo $t
 }
-rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-# hwm_kib: a process's peak RSS since it started (VmHWM).
-hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# mem_kib FIELD PID: a memory figure of /proc/PID/status in KiB (VmRSS:
+# resident now; VmHWM: the peak since the process started).
+mem_kib() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/status" 2>/dev/null || echo 0; }
+# sorted_kib FIELD PID...: mem_kib of each, ascending, on one line.
+sorted_kib() { local f=$1; shift; for p in "$@"; do mem_kib "$f" "$p"; done | sort -n | tr '\n' ' '; }
 
 if [ "$PHASE" != measure ]; then
 	log "filling: $OBJECTS objects of $SIZE in $PREFIXES prefixes"
@@ -158,8 +160,8 @@ c0=$(cpu_ticks)
 sleep "$IDLE"
 c1=$(cpu_ticks)
 idle_pct=$(echo "scale=2; 100 * ($c1 - $c0) / $CLK / $IDLE" | bc)
-gw_rss=$(rss_kib "$(jq -r '.gateways[0].pid' "$DATA/dev.json")")
-shard_rss=$(for p in $(jq -r '.shards[].pid' "$DATA/dev.json"); do rss_kib "$p"; done | sort -n | tr '\n' ' ')
+gw_rss=$(mem_kib VmRSS "$(jq -r '.gateways[0].pid' "$DATA/dev.json")")
+shard_rss=$(sorted_kib VmRSS $(jq -r '.shards[].pid' "$DATA/dev.json"))
 log "idle CPU ${idle_pct}% of one core; RSS gateway ${gw_rss} KiB, shard servers (KiB, sorted): $shard_rss"
 
 log "probing HEAD, listings and DeleteObjects"
@@ -214,7 +216,7 @@ log "dead after ${detect_s} s, repaired after ${repair_s} s ($held bytes, $held_
 # Peak RSS of the shard servers that lived through the whole measure
 # phase (started on the filled data, then the restart, the probe and the
 # repair), and of the restarted one since its restart.
-peak_rss=$(for p in $(jq -r '.shards[2:][].pid' "$DATA/dev.json") "$restarted"; do hwm_kib "$p"; done | sort -n | tr '\n' ' ')
+peak_rss=$(sorted_kib VmHWM $(jq -r '.shards[2:][].pid' "$DATA/dev.json") "$restarted")
 log "peak RSS of the shard servers (KiB, sorted): $peak_rss"
 
 jq -n --argjson objects "$OBJECTS" --arg fill "$fill_s" --arg idle "$idle_pct" --argjson gw "$gw_rss" \
