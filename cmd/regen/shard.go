@@ -210,6 +210,13 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 	setMemoryLimit(f.memoryLimit)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "regen_shard_rpc_body_waits_total",
+			Help: "Signed RPC requests that waited for the server's request-body budget."},
+			func() float64 { return float64(verifier.BodyStats().Waited) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "regen_shard_rpc_body_refused_total",
+			Help: "Signed RPC requests refused with 503 after waiting for the request-body budget (clients retry them)."},
+			func() float64 { return float64(verifier.BodyStats().Refused) }))
 
 	cfg := shardserver.DefaultConfig()
 	cfg.DataDir, cfg.Secret, cfg.NodeID = f.data, f.secret, id

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Shard RPC authentication (see the package doc, "Authentication"): every
@@ -56,6 +58,17 @@ const (
 	// streams are sent as UnsignedStream. Manifests (even of 10,000
 	// parts) and repair requests are far smaller.
 	MaxSignedBody = 64 << 20
+	// DefaultBodyBudget bounds the signed bodies a server holds at once,
+	// from the first byte read until the handler returns (so what the
+	// handler decodes from them is bounded with them). A million-object
+	// repair sends many manifest batches to one server at a time; without
+	// a bound their bodies and decoded manifests took 270 MB of a shard
+	// server's heap. A body larger than the budget waits until it is
+	// alone.
+	DefaultBodyBudget = 16 << 20
+	// DefaultBodyWait is how long a request waits for body budget before
+	// it is refused with 503 and Retry-After (which the Client retries).
+	DefaultBodyWait = time.Second
 )
 
 // rpcKey derives the shard RPC signing key from the cluster secret. The
@@ -205,6 +218,12 @@ type VerifierOptions struct {
 	Logger *slog.Logger
 	// Now is the clock (tests). Default time.Now.
 	Now func() time.Time
+	// BodyBudget bounds the bytes of signed bodies held at once. Default
+	// DefaultBodyBudget.
+	BodyBudget int64
+	// BodyWait is how long a request waits for body budget. Default
+	// DefaultBodyWait.
+	BodyWait time.Duration
 }
 
 // Verifier checks request signatures on a server and remembers the nonces
@@ -220,6 +239,13 @@ type Verifier struct {
 	// start: requests signed before the verifier existed are refused, so
 	// a restart (which forgets the nonces) reopens no replay window.
 	start time.Time
+	// bodies is the signed-body budget (BodyBudget bytes), held from the
+	// read of a body until its handler returns.
+	bodies     *semaphore.Weighted
+	budget     int64
+	bodyWait   time.Duration
+	bodyWaits  atomic.Int64 // requests that had to wait for budget
+	bodyRefuse atomic.Int64 // requests refused after waiting BodyWait
 
 	mu struct {
 		sync.Mutex
@@ -241,6 +267,14 @@ func NewVerifier(secret string, o VerifierOptions) *Verifier {
 	if v.now == nil {
 		v.now = time.Now
 	}
+	v.budget, v.bodyWait = o.BodyBudget, o.BodyWait
+	if v.budget <= 0 {
+		v.budget = DefaultBodyBudget
+	}
+	if v.bodyWait <= 0 {
+		v.bodyWait = DefaultBodyWait
+	}
+	v.bodies = semaphore.NewWeighted(v.budget)
 	if o.Public == nil {
 		o.Public = []string{PathHealth, PathReady, PathMetrics}
 	}
@@ -270,35 +304,91 @@ func refused(status int, format string, a ...any) *AuthError {
 
 // Verify authenticates r. On success a signed body digest has been checked
 // and r.Body replaced by the bytes read; an UnsignedStream body is left to
-// stream. Errors are *AuthError.
+// stream. Errors are *AuthError. Verify takes no body budget: Middleware
+// does.
 func (v *Verifier) Verify(r *http.Request) error {
-	h := r.Header.Values(HeaderAuth)
-	if len(h) != 1 {
-		return refused(http.StatusUnauthorized, "no (or more than one) %s signature", HeaderAuth)
-	}
-	a, ok := parseAuth(h[0])
-	if !ok {
-		return refused(http.StatusUnauthorized, "malformed %s header", HeaderAuth)
-	}
-	now := v.now()
-	t := time.UnixMilli(a.ms)
-	if d := now.Sub(t); d > v.window || -d > v.window {
-		return refused(http.StatusUnauthorized, "request time %s is more than %s from the server's %s", t.UTC().Format(time.RFC3339Nano), v.window, now.UTC().Format(time.RFC3339Nano))
-	}
-	if t.Before(v.start) {
-		return refused(http.StatusUnauthorized, "request signed before this server started")
-	}
-	want := signature(v.key, r.Method, r.Host, r.RequestURI, a.ms, a.nonce, a.body)
-	if !hmac.Equal([]byte(want), []byte(a.sig)) {
-		return refused(http.StatusUnauthorized, "bad signature (wrong cluster secret, or the request was altered)")
-	}
-	if err := v.remember(a.nonceBytes, a.ms+v.window.Milliseconds(), now); err != nil {
+	a, err := v.verifyHeader(r)
+	if err != nil {
 		return err
 	}
 	if a.body == UnsignedStream {
 		return nil
 	}
 	return checkBody(r, a.body)
+}
+
+// verifyHeader checks r's signature header and remembers its nonce; the
+// body, if signed, is still to be checked against a.body.
+func (v *Verifier) verifyHeader(r *http.Request) (authFields, error) {
+	a, err := v.checkHeader(r)
+	if err != nil {
+		return a, err
+	}
+	return a, v.remember(a.nonceBytes, a.ms+v.window.Milliseconds(), v.now())
+}
+
+func (v *Verifier) checkHeader(r *http.Request) (authFields, error) {
+	h := r.Header.Values(HeaderAuth)
+	if len(h) != 1 {
+		return authFields{}, refused(http.StatusUnauthorized, "no (or more than one) %s signature", HeaderAuth)
+	}
+	a, ok := parseAuth(h[0])
+	if !ok {
+		return a, refused(http.StatusUnauthorized, "malformed %s header", HeaderAuth)
+	}
+	now := v.now()
+	t := time.UnixMilli(a.ms)
+	if d := now.Sub(t); d > v.window || -d > v.window {
+		return a, refused(http.StatusUnauthorized, "request time %s is more than %s from the server's %s", t.UTC().Format(time.RFC3339Nano), v.window, now.UTC().Format(time.RFC3339Nano))
+	}
+	if t.Before(v.start) {
+		return a, refused(http.StatusUnauthorized, "request signed before this server started")
+	}
+	want := signature(v.key, r.Method, r.Host, r.RequestURI, a.ms, a.nonce, a.body)
+	if !hmac.Equal([]byte(want), []byte(a.sig)) {
+		return a, refused(http.StatusUnauthorized, "bad signature (wrong cluster secret, or the request was altered)")
+	}
+	return a, nil
+}
+
+// bodyWeight is how much of the body budget a signed body of r takes: its
+// declared length (a signed body always declares one; a body without is
+// counted as the largest allowed), at most the whole budget.
+func (v *Verifier) bodyWeight(r *http.Request) int64 {
+	n := r.ContentLength
+	if n < 0 || n > MaxSignedBody {
+		n = MaxSignedBody
+	}
+	return min(max(n, 1), v.budget)
+}
+
+// acquireBody waits up to BodyWait for n bytes of body budget. The caller
+// releases them with v.bodies.Release(n).
+func (v *Verifier) acquireBody(ctx context.Context, n int64) error {
+	if v.bodies.TryAcquire(n) {
+		return nil
+	}
+	v.bodyWaits.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, v.bodyWait)
+	defer cancel()
+	if err := v.bodies.Acquire(ctx, n); err != nil {
+		v.bodyRefuse.Add(1)
+		return refused(http.StatusServiceUnavailable, "busy: %d bytes of request bodies held (the budget); retry", v.budget)
+	}
+	return nil
+}
+
+// BodyStats are the body budget's counters since the server started:
+// Waited requests found the budget spent and waited, Refused ones waited
+// BodyWait in vain and were answered 503.
+type BodyStats struct {
+	Budget          int64
+	Waited, Refused int64
+}
+
+// BodyStats reports the body budget's counters.
+func (v *Verifier) BodyStats() BodyStats {
+	return BodyStats{Budget: v.budget, Waited: v.bodyWaits.Load(), Refused: v.bodyRefuse.Load()}
 }
 
 // remember records a nonce, refusing one already seen.
@@ -324,13 +414,22 @@ func (v *Verifier) remember(n [16]byte, staleAt int64, now time.Time) error {
 	return nil
 }
 
-// checkBody reads a signed body whole and compares its digest.
+// checkBody reads a signed body whole and compares its digest. A body
+// that declares its length is read into a buffer of exactly that size (a
+// growing buffer would hold up to twice the body at once).
 func checkBody(r *http.Request, want string) error {
 	if r.ContentLength > MaxSignedBody {
 		return refused(http.StatusRequestEntityTooLarge, "signed body of %d bytes exceeds %d", r.ContentLength, MaxSignedBody)
 	}
 	var b []byte
-	if r.Body != nil {
+	switch {
+	case r.Body == nil || r.ContentLength == 0:
+	case r.ContentLength > 0:
+		b = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return refused(http.StatusBadRequest, "reading body: %v", err)
+		}
+	default:
 		var err error
 		b, err = io.ReadAll(io.LimitReader(r.Body, MaxSignedBody+1))
 		if err != nil {
@@ -407,7 +506,15 @@ func (v *Verifier) Middleware(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if err := v.Verify(r); err != nil {
+		a, err := v.verifyHeader(r)
+		if err == nil && a.body != UnsignedStream {
+			n := v.bodyWeight(r)
+			if err = v.acquireBody(r.Context(), n); err == nil {
+				defer v.bodies.Release(n)
+				err = checkBody(r, a.body)
+			}
+		}
+		if err != nil {
 			var ae *AuthError
 			errors.As(err, &ae)
 			v.logRefusal(r, ae)
@@ -415,6 +522,9 @@ func (v *Verifier) Middleware(h http.Handler) http.Handler {
 			switch ae.Status {
 			case http.StatusServiceUnavailable:
 				code = CodeUnavailable
+				// NB: the request was refused before its handler ran,
+				// so the Client may send it again (see Client.send).
+				w.Header().Set(HeaderRetryAfter, "1")
 			case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 				code = CodeBadRequest
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -347,11 +348,69 @@ func (c *Client) send(ctx context.Context, addr, op, method, path string, q url.
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return nil, &NodeError{Addr: addr, Op: op, Err: err}
+	for try := 1; ; try++ {
+		resp, err := c.HTTP.Do(req)
+		if err != nil {
+			return nil, &NodeError{Addr: addr, Op: op, Err: err}
+		}
+		if !retryable(resp, req) || try == busyTries {
+			return resp, nil
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if err := sleepCtx(ctx, busyBackoff(try)); err != nil {
+			return nil, &NodeError{Addr: addr, Op: op, Err: err}
+		}
+		if req, err = rewind(req); err != nil {
+			return nil, &NodeError{Addr: addr, Op: op, Err: err}
+		}
 	}
-	return resp, nil
+}
+
+// A server whose body budget is spent refuses a request with 503 and
+// Retry-After before its handler runs. The client sends it again up to
+// busyTries times in all, after busyBackoff, so a burst (a repair sending
+// manifest batches to one server from every peer) queues instead of
+// failing.
+const busyTries = 8
+
+// busyBackoff is the wait before try+1: 50 ms doubling up to 1 s, with
+// jitter so refused senders do not return together.
+func busyBackoff(try int) time.Duration {
+	d := min(50*time.Millisecond<<(try-1), time.Second)
+	return d/2 + rand.N(d/2)
+}
+
+// retryable reports whether resp refuses req in a way that allows sending
+// it again: a 503 with Retry-After, and a body that can be read again.
+func retryable(resp *http.Response, req *http.Request) bool {
+	return resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(HeaderRetryAfter) != "" &&
+		(req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
+}
+
+// rewind returns req ready to be sent again, with a fresh copy of its body.
+func rewind(req *http.Request) (*http.Request, error) {
+	r := req.Clone(req.Context())
+	if req.GetBody != nil {
+		b, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = b
+	}
+	return r, nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // do sends a request and returns a 2xx response; any other outcome is a

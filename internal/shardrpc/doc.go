@@ -33,6 +33,16 @@
 // Without TLS, shard contents are still checked on every read against the
 // CRCs the writer recorded in the manifest.
 //
+// A signed body is read whole before its handler runs, so the server
+// bounds them: Middleware holds a body's declared length from a
+// process-wide budget (DefaultBodyBudget) until the handler returns,
+// which bounds what handlers decode from bodies too. A request that finds
+// the budget spent waits up to DefaultBodyWait and is then refused, before
+// its handler runs, with 503 and Retry-After; the Client sends such a
+// request again a few times with backoff. A repair sending manifest
+// batches from every peer to one server thus queues instead of growing
+// that server's heap without bound.
+//
 // Signing is a transport concern, so no endpoint needs code for it:
 // NewAuthTransport wraps any http.RoundTripper (New does it for every
 // Client), and Verifier.Middleware (or AuthMiddleware) wraps a server's

@@ -27,6 +27,10 @@ const (
 const (
 	// HeaderCode repeats an error response's code, for HEAD responses.
 	HeaderCode = "X-Regen-Code"
+	// HeaderRetryAfter on a 503 says the request was refused before its
+	// handler ran (a server's body budget was spent), so sending it again
+	// is safe; the Client does, a few times (Client.send).
+	HeaderRetryAfter = "Retry-After"
 	// HeaderLength is the number of data bytes a shard GET will stream.
 	HeaderLength = "X-Regen-Length"
 	// HeaderSize and HeaderCRC answer a shard HEAD: data size and the
