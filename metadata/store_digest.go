@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -98,7 +99,10 @@ func (s *Store) RangeEntries(ctx context.Context, peer string, ranges []int) ([]
 				return nil, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, k.Bucket, k.Key, err)
 			}
 			if Shared(m, s.nodeID, peer) {
-				out = append(out, RangeEntry{Bucket: m.Bucket, Key: m.Key, Version: m.Version})
+				// NB: cloned: the decoder's strings share a copy of the
+				// whole record (inline data included), which the entry
+				// would otherwise keep alive until the answer is sent.
+				out = append(out, RangeEntry{Bucket: strings.Clone(m.Bucket), Key: strings.Clone(m.Key), Version: m.Version})
 			}
 		}
 	}

@@ -10,8 +10,14 @@ import (
 
 // eachPage is how many records EachManifest reads under one iterator.
 // Between pages no iterator is open, so a long walk (or a slow fn) never
-// pins memtables and obsolete sstables for its whole duration.
-const eachPage = 1000
+// pins memtables and obsolete sstables for its whole duration. A page's
+// manifests are decoded before fn sees them and each keeps a copy of its
+// record (a 1 KiB object's is about 2 KiB), so the page is also what a
+// walk holds: 256 keeps the several walks of a server (scan, scrubber,
+// anti-entropy with each peer) to a few MiB, where pages of 1,000 held
+// 50 MB on a shard server of a million-object cluster during repair. An
+// iterator per 256 records costs little beside decoding them.
+const eachPage = 256
 
 // EachManifest calls fn with the current manifest of every live key of
 // every bucket, in bucket then key order, and stops at fn's first error.
