@@ -507,7 +507,11 @@ func (v *Verifier) Middleware(h http.Handler) http.Handler {
 			return
 		}
 		a, err := v.verifyHeader(r)
-		if err == nil && a.body != UnsignedStream {
+		switch {
+		case err != nil || a.body == UnsignedStream:
+		case r.ContentLength == 0:
+			err = checkBody(r, a.body) // no body: nothing to hold
+		default:
 			n := v.bodyWeight(r)
 			if err = v.acquireBody(r.Context(), n); err == nil {
 				defer v.bodies.Release(n)
