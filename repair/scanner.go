@@ -67,6 +67,9 @@ type scanJobs interface {
 // run scans every interval (less often when walks are slow: walkWait)
 // until ctx ends.
 func (s *scanner) run(ctx context.Context) {
+	if !settle(ctx, func() string { return walkSignature(s.view()) }, viewSettle, viewSettleMax) {
+		return
+	}
 	for {
 		start := time.Now()
 		if err := s.once(ctx); err != nil && ctx.Err() == nil {
@@ -103,6 +106,45 @@ func (s *scanner) status() shardrpc.StripeCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stripes
+}
+
+// The first scan waits until the membership has stayed the same for
+// viewSettle (viewSettleMax at most). Servers of a cluster start over
+// seconds, and a restarted one learns its peers over a few gossip rounds:
+// a walk made meanwhile finds placement servers unknown or suspect, and
+// the next view differs, so every manifest is walked again -- as late as
+// walkPace allows after a first walk slowed by the start (3.5 minutes
+// after a million-object dev cluster started, 3 s of CPU on most of its
+// servers, in what should have been an idle cluster). No repair can start
+// within the grace anyway.
+const (
+	viewSettle    = 2 * time.Second
+	viewSettleMax = 30 * time.Second
+	settlePoll    = 250 * time.Millisecond
+)
+
+// settle waits until sig() has returned the same for quiet, or for max in
+// all. It reports false if ctx ended first. It runs on the real clock:
+// tests' fake clocks do not move while it sleeps.
+func settle(ctx context.Context, sig func() string, quiet, max time.Duration) bool {
+	start := time.Now()
+	last, since := sig(), start
+	t := time.NewTicker(settlePoll)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		if now.Sub(since) >= quiet || now.Sub(start) >= max {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		if cur := sig(); cur != last {
+			last, since = cur, time.Now()
+		}
+	}
 }
 
 // walkPace bounds the time the walks over every local manifest (the
