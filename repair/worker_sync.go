@@ -70,6 +70,12 @@ type syncer struct {
 	// every differing range at once).
 	recheck time.Duration
 
+	// busy reports whether this server's repair queue holds jobs
+	// (periodicDue); nil: never. skippedPasses counts the periodic passes
+	// left out in a row (run's goroutine only).
+	busy          func() bool
+	skippedPasses int
+
 	kickc chan struct{}
 	// Full manifest syncs asked for (kick calls), those asked for before
 	// the last full sync began, and the full syncs done: the status's
@@ -84,6 +90,30 @@ type syncer struct {
 	// cursors are, per peer, what the last periodic pass left for the next
 	// (peerCursor: where its listing goes on, the ranges it saw differ).
 	cursors map[string]*peerCursor
+}
+
+// busyPasses is how many periodic passes in a row are left out while
+// this server's repair queue is busy (syncer.busy). A repair moves
+// manifests to new servers all along, so the sets two servers share keep
+// changing under the comparison, differences last from one pass to the
+// next, and every pass listed its share of ranges: decoding every
+// manifest of them on both sides was a quarter to a third of each
+// server's CPU during a million-object repair, the repair's own work
+// slowed by as much. Writes that miss a server meanwhile are the MRF
+// queue's to heal; the periodic pass is the safety net behind it, and
+// still runs every busyPasses+1 intervals. Full syncs (a start, a
+// return) are never left out.
+const busyPasses = 6
+
+// periodicDue reports whether a periodic pass runs at this tick, and
+// counts the passes left out.
+func (s *syncer) periodicDue() bool {
+	if s.busy == nil || !s.busy() || s.skippedPasses >= busyPasses {
+		s.skippedPasses = 0
+		return true
+	}
+	s.skippedPasses++
+	return false
 }
 
 // kick asks for a full sync.
@@ -122,6 +152,9 @@ func (s *syncer) run(ctx context.Context) {
 			s.done.Add(1)
 			s.answered.Store(asked)
 		case <-tick:
+			if !s.periodicDue() {
+				continue
+			}
 			n, err = s.pass(ctx, true, &win)
 		}
 		if err != nil && ctx.Err() == nil {

@@ -2,6 +2,7 @@ package repair
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,5 +40,35 @@ func TestSettleWaitsForQuiet(t *testing.T) {
 	cancel()
 	if settle(cctx, never, time.Second, 10*time.Second) {
 		t.Fatal("settle with a cancelled ctx reported true")
+	}
+}
+
+// TestPeriodicSyncWhileBusy: while the repair queue is busy, a periodic
+// anti-entropy pass runs once every busyPasses+1 ticks; otherwise at
+// every tick.
+func TestPeriodicSyncWhileBusy(t *testing.T) {
+	busy := false
+	s := &syncer{busy: func() bool { return busy }}
+	for tick := range 5 {
+		if !s.periodicDue() {
+			t.Fatalf("idle queue: tick %d left out", tick)
+		}
+	}
+	busy = true
+	var ran []int
+	for tick := range 3 * (busyPasses + 1) {
+		if s.periodicDue() {
+			ran = append(ran, tick)
+		}
+	}
+	if want := []int{busyPasses, 2*busyPasses + 1, 3*busyPasses + 2}; !slices.Equal(ran, want) {
+		t.Fatalf("busy queue: passes at ticks %v, want %v", ran, want)
+	}
+	busy = false
+	if !s.periodicDue() {
+		t.Fatal("queue idle again: the next tick was left out")
+	}
+	if !(&syncer{}).periodicDue() {
+		t.Fatal("a syncer without busy left a pass out")
 	}
 }
