@@ -193,14 +193,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // local profile says 100 ms, but every tick wakes the process whether or
 // not anything is queued, and ten wake-ups a second in each of a dev
 // cluster's 13 processes were the largest single item of an idle
-// cluster's CPU (issue 18). The LAN profile's 200 ms halves that; a
-// change still reaches every member within a few hundred milliseconds,
-// and failure detection (probes every second, then suspicion) does not
-// wait for these ticks: suspicions and deaths also ride on the probes.
-// (500 ms was tried: an idle server woke less, but a million-object
-// cluster's start-up then spent minutes more busy, likely walking again as
-// members appeared one by one; not proven, so not kept.)
-const localGossipInterval = 200 * time.Millisecond
+// cluster's CPU (issue 18). 500 ms: a change still reaches a dozen
+// members within two or three rounds (about a second; three members are
+// told each round), and failure detection (probes every second, then
+// suspicion) does not wait for these ticks: suspicions and deaths also
+// ride on the probes. (500 ms was tried once before and taken back when a
+// million-object cluster stayed busy minutes after its start; that was
+// the repair scan walking again because members had joined during its
+// first walk, with 200 ms as well, and the scan now waits for the
+// membership to settle before its first walk: repair/scanner.go.)
+const localGossipInterval = 500 * time.Millisecond
 
 // profileConfig returns memberlist's configuration for a timing profile
 // ("local" or anything else, which is "lan").
