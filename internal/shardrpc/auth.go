@@ -359,7 +359,7 @@ func (v *Verifier) bodyWeight(r *http.Request) int64 {
 	if n < 0 || n > MaxSignedBody {
 		n = MaxSignedBody
 	}
-	return min(max(n, 1), v.budget)
+	return min(n, v.budget)
 }
 
 // acquireBody waits up to BodyWait for n bytes of body budget. The caller
@@ -382,13 +382,12 @@ func (v *Verifier) acquireBody(ctx context.Context, n int64) error {
 // Waited requests found the budget spent and waited, Refused ones waited
 // BodyWait in vain and were answered 503.
 type BodyStats struct {
-	Budget          int64
 	Waited, Refused int64
 }
 
 // BodyStats reports the body budget's counters.
 func (v *Verifier) BodyStats() BodyStats {
-	return BodyStats{Budget: v.budget, Waited: v.bodyWaits.Load(), Refused: v.bodyRefuse.Load()}
+	return BodyStats{Waited: v.bodyWaits.Load(), Refused: v.bodyRefuse.Load()}
 }
 
 // remember records a nonce, refusing one already seen.
