@@ -81,6 +81,9 @@ type Store struct {
 	bucketMu sync.Mutex      // serialises bucket read-modify-writes
 	keyMu    sync.Mutex      // serialises access key read-modify-writes
 
+	// Where each queue's first live key is (queue_floor.go).
+	confirmFloor, gcFloor, tombFloor queueFloor
+
 	mu struct {
 		sync.Mutex
 		stats   Stats    // kept in memory; rebuilt by a scan at Open

@@ -27,7 +27,10 @@ func (s *Store) EnqueueGC(ctx context.Context, fileID string, idx int, due time.
 		return fmt.Errorf("metadata: enqueue GC: bad shard %q.%d", fileID, idx)
 	}
 	it := GCItem{FileID: fileID, Idx: idx, Due: due}
-	if err := s.db.Set(gcKey(it), nil, pebble.Sync); err != nil {
+	k := gcKey(it)
+	err := s.db.Set(k, nil, pebble.Sync)
+	s.gcFloor.wrote(k)
+	if err != nil {
 		return fmt.Errorf("metadata: enqueue GC %s.%d: %w", fileID, idx, err)
 	}
 	return nil
@@ -40,23 +43,22 @@ func (s *Store) DueGC(ctx context.Context, now time.Time, limit int) ([]GCItem, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if limit <= 0 {
+		return nil, nil
+	}
 	lo := []byte{nsGC}
 	// Every key of an item due at or before now is below this bound.
 	hi := binary.BigEndian.AppendUint64([]byte{nsGC}, uint64(now.UnixNano())+1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return nil, fmt.Errorf("metadata: due GC: %w", err)
-	}
-	defer it.Close()
 	var out []GCItem
-	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
-		item, err := parseGCKey(it.Key())
+	err := s.scanQueue(&s.gcFloor, lo, hi, func(k, _ []byte) (bool, error) {
+		item, err := parseGCKey(k)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+			return false, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
 		}
 		out = append(out, item)
-	}
-	if err := it.Error(); err != nil {
+		return len(out) < limit, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("metadata: due GC: %w", err)
 	}
 	return out, nil

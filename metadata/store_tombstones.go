@@ -71,7 +71,10 @@ func (s *Store) EnqueueTombstone(ctx context.Context, j TombstoneJob) error {
 	if err != nil {
 		return fmt.Errorf("metadata: enqueue tombstone: %w", err)
 	}
-	if err := s.db.Set(tombstoneKey(j), val, pebble.NoSync); err != nil {
+	k := tombstoneKey(j)
+	err = s.db.Set(k, val, pebble.NoSync)
+	s.tombFloor.wrote(k)
+	if err != nil {
 		return fmt.Errorf("metadata: enqueue tombstone %s/%s: %w", j.Bucket, j.Key, err)
 	}
 	s.mu.Lock()
@@ -86,26 +89,25 @@ func (s *Store) DueTombstones(ctx context.Context, now time.Time, limit int) ([]
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if limit <= 0 {
+		return nil, nil
+	}
 	lo := []byte{nsTombstone}
 	hi := binary.BigEndian.AppendUint64([]byte{nsTombstone}, uint64(now.UnixNano())+1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return nil, fmt.Errorf("metadata: due tombstones: %w", err)
-	}
-	defer it.Close()
 	var out []TombstoneJob
-	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+	err := s.scanQueue(&s.tombFloor, lo, hi, func(k, v []byte) (bool, error) {
 		var j TombstoneJob
-		if err := json.Unmarshal(it.Value(), &j); err != nil {
-			return nil, fmt.Errorf("%w: tombstone job %q: %w", ErrCorruptRecord, it.Key(), err)
+		if err := json.Unmarshal(v, &j); err != nil {
+			return false, fmt.Errorf("%w: tombstone job %q: %w", ErrCorruptRecord, k, err)
 		}
 		// NB: the key is authoritative for Due (DoneTombstones recomputes it).
-		if !bytes.Equal(tombstoneKey(j), it.Key()) {
-			return nil, fmt.Errorf("%w: tombstone job %q does not match its key", ErrCorruptRecord, it.Key())
+		if !bytes.Equal(tombstoneKey(j), k) {
+			return false, fmt.Errorf("%w: tombstone job %q does not match its key", ErrCorruptRecord, k)
 		}
 		out = append(out, j)
-	}
-	if err := it.Error(); err != nil {
+		return len(out) < limit, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("metadata: due tombstones: %w", err)
 	}
 	return out, nil
@@ -120,12 +122,14 @@ func (s *Store) DoneTombstones(ctx context.Context, done []TombstoneJob, next []
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	for _, j := range next {
+	keys := make([][]byte, len(next))
+	for i, j := range next {
 		val, err := json.Marshal(j)
 		if err != nil {
 			return fmt.Errorf("metadata: requeue tombstone: %w", err)
 		}
-		if err := b.Set(tombstoneKey(j), val, nil); err != nil {
+		keys[i] = tombstoneKey(j)
+		if err := b.Set(keys[i], val, nil); err != nil {
 			return fmt.Errorf("metadata: requeue tombstone: %w", err)
 		}
 	}
@@ -134,7 +138,9 @@ func (s *Store) DoneTombstones(ctx context.Context, done []TombstoneJob, next []
 			return fmt.Errorf("metadata: done tombstone: %w", err)
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	err := b.Commit(pebble.Sync)
+	s.tombFloor.wrote(keys...)
+	if err != nil {
 		return fmt.Errorf("metadata: done tombstones: %w", err)
 	}
 	s.mu.Lock()

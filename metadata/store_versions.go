@@ -474,21 +474,33 @@ func (s *Store) writeVersionsWith(opts *pebble.WriteOptions, bucket, key string,
 		return fail(err)
 	}
 	var tombJob bool
+	var confirmK, tombK []byte // queue keys written, for their floors
 	if jobs != nil {
 		cj, tj := jobs(res)
 		if cj != nil {
-			if err := setJSON(b, confirmKey(*cj), cj); err != nil {
+			confirmK = confirmKey(*cj)
+			if err := setJSON(b, confirmK, cj); err != nil {
 				return fail(err)
 			}
 		}
 		if tj != nil {
-			if err := setJSON(b, tombstoneKey(*tj), tj); err != nil {
+			tombK = tombstoneKey(*tj)
+			if err := setJSON(b, tombK, tj); err != nil {
 				return fail(err)
 			}
 			tombJob = true
 		}
 	}
-	if err := b.Commit(opts); err != nil {
+	err := b.Commit(opts)
+	// NB: after the commit (a scan that began before it could raise a
+	// floor past a key noted earlier), and even when it failed.
+	if confirmK != nil {
+		s.confirmFloor.wrote(confirmK)
+	}
+	if tombK != nil {
+		s.tombFloor.wrote(tombK)
+	}
+	if err != nil {
 		return fail(err)
 	}
 	s.mu.Lock()
@@ -586,7 +598,10 @@ func (s *Store) EnqueueConfirm(ctx context.Context, j ConfirmJob) error {
 	if err != nil {
 		return fmt.Errorf("metadata: enqueue confirm: %w", err)
 	}
-	if err := s.db.Set(confirmKey(j), val, pebble.Sync); err != nil {
+	k := confirmKey(j)
+	err = s.db.Set(k, val, pebble.Sync)
+	s.confirmFloor.wrote(k)
+	if err != nil {
 		return fmt.Errorf("metadata: enqueue confirm %s/%s: %w", j.Bucket, j.Key, err)
 	}
 	return nil
@@ -598,26 +613,25 @@ func (s *Store) DueConfirms(ctx context.Context, now time.Time, limit int) ([]Co
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if limit <= 0 {
+		return nil, nil
+	}
 	lo := []byte{nsConfirm}
 	hi := binary.BigEndian.AppendUint64([]byte{nsConfirm}, uint64(now.UnixNano())+1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return nil, fmt.Errorf("metadata: due confirms: %w", err)
-	}
-	defer it.Close()
 	var out []ConfirmJob
-	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+	err := s.scanQueue(&s.confirmFloor, lo, hi, func(k, v []byte) (bool, error) {
 		var j ConfirmJob
-		if err := json.Unmarshal(it.Value(), &j); err != nil {
-			return nil, fmt.Errorf("%w: confirm job %q: %w", ErrCorruptRecord, it.Key(), err)
+		if err := json.Unmarshal(v, &j); err != nil {
+			return false, fmt.Errorf("%w: confirm job %q: %w", ErrCorruptRecord, k, err)
 		}
 		// NB: the key is authoritative for Due (DoneConfirm recomputes it).
-		if !bytes.Equal(confirmKey(j), it.Key()) {
-			return nil, fmt.Errorf("%w: confirm job %q does not match its key", ErrCorruptRecord, it.Key())
+		if !bytes.Equal(confirmKey(j), k) {
+			return false, fmt.Errorf("%w: confirm job %q does not match its key", ErrCorruptRecord, k)
 		}
 		out = append(out, j)
-	}
-	if err := it.Error(); err != nil {
+		return len(out) < limit, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("metadata: due confirms: %w", err)
 	}
 	return out, nil
@@ -641,12 +655,16 @@ func (s *Store) DoneConfirms(ctx context.Context, done, next []ConfirmJob) error
 			return fmt.Errorf("metadata: done confirm: %w", err)
 		}
 	}
-	for _, j := range next {
-		if err := setJSON(b, confirmKey(j), j); err != nil {
+	keys := make([][]byte, len(next))
+	for i, j := range next {
+		keys[i] = confirmKey(j)
+		if err := setJSON(b, keys[i], j); err != nil {
 			return fmt.Errorf("metadata: requeue confirm: %w", err)
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	err := b.Commit(pebble.Sync)
+	s.confirmFloor.wrote(keys...)
+	if err != nil {
 		return fmt.Errorf("metadata: done confirms: %w", err)
 	}
 	return nil
