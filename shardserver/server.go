@@ -82,6 +82,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shardserver: %w", err)
 	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(newEngineCollector(meta.EngineStats)); err != nil {
+			meta.Close()
+			return nil, fmt.Errorf("shardserver: register metrics: %w", err)
+		}
+	}
 	peers := shardrpc.New(cfg.Secret, cfg.PeerHTTP)
 	s := &Server{
 		cfg:    cfg,
