@@ -23,6 +23,9 @@ func newProgress(w io.Writer) *progress {
 	)}
 }
 
+// describe changes the line beside the bar, which stays where it is.
+func (p *progress) describe(desc string) { p.bar.Describe(desc) }
+
 // set shows done of total with desc. The bar stays short of full until
 // finish: once full, progressbar draws no more, and a watch is not over
 // while total may still grow (another failure, another shard placed).

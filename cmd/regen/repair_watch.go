@@ -19,6 +19,13 @@ import (
 // moment ago may still answer the first status.
 const watchSettle = 2 * time.Second
 
+// watchMissLimit is how long a watch that has seen a status keeps asking
+// while the status does not come: under a million-object repair on a
+// small machine the shard servers were too busy to answer the gateway's
+// status calls in time, and a watch that ended at the first miss ended a
+// scale run's measurement.
+const watchMissLimit = 2 * time.Minute
+
 // adminRepairWatch draws repair progress until the cluster is fully
 // redundant: nothing degraded, nothing queued or running, and no shard
 // server down, suspect or unreachable whose shards the repair workers
@@ -38,17 +45,37 @@ func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writ
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var lastGood time.Time // zero: no status yet
 	for {
 		var st gateway.Status
-		if err := c.get(ctx, "status", &st); err != nil {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("repair watch: not fully redundant after %s", c.timeout)
+		err := c.get(ctx, "status", &st)
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("repair watch: not fully redundant after %s", c.timeout)
+		}
+		if err == nil && (st.Stripes == nil || st.Repair == nil) {
+			err = errors.New("the gateway reports no repair status (are the shard servers running the repair worker?)")
+		}
+		if err != nil {
+			// NB: a gateway or shard servers busy with a large repair can
+			// miss a status call's deadline; the watch rides that out for
+			// a while once it has seen one status, rather than end the
+			// operator's (or a script's) watch in the middle of a repair.
+			if lastGood.IsZero() || time.Since(lastGood) > watchMissLimit {
+				return err
 			}
-			return err
+			if c.json {
+				fmt.Fprintf(w, `{"t":%.1f,"state":"unavailable","error":%q}`+"\n", time.Since(start).Seconds(), err.Error())
+			} else {
+				bar.describe("status unavailable, asking again: " + err.Error())
+			}
+			select {
+			case <-ctx.Done():
+				continue // NB: the next call fails at once and ends the watch
+			case <-tick.C:
+			}
+			continue
 		}
-		if st.Stripes == nil || st.Repair == nil {
-			return fmt.Errorf("the gateway reports no repair status (are the shard servers running the repair worker?)")
-		}
+		lastGood = time.Now()
 		s, r := st.Stripes, st.Repair
 		peak = max(peak, s.Degraded)
 		v := watchVerdict(st, peak, time.Since(start))

@@ -97,3 +97,34 @@ func TestRepairWatchProgressBar(t *testing.T) {
 		}
 	}
 }
+
+// A watch that has seen the repair status rides out statuses without it
+// (shard servers too busy to answer the gateway in time) and ends when
+// the cluster is redundant; a watch that never saw one ends at once.
+func TestRepairWatchRidesOutMissingStatus(t *testing.T) {
+	dead := gateway.NodeStatus{Member: cluster.Member{ID: "b", State: cluster.StateDead, Meta: cluster.Meta{Role: cluster.RoleShard}}}
+	alive := gateway.NodeStatus{Member: cluster.Member{ID: "a", State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard}}}
+	st := func(degraded, running int64) gateway.Status {
+		return gateway.Status{Nodes: []gateway.NodeStatus{alive, dead},
+			Stripes: &gateway.StripeStatus{Total: 40, Degraded: degraded, LostShards: degraded, DownSeen: []string{"b"}},
+			Repair:  &gateway.RepairStatus{Running: running, Done: 20 - degraded}}
+	}
+	none := gateway.Status{Nodes: []gateway.NodeStatus{alive, dead}}
+	srv, _ := statusServer(t, st(20, 4), none, none, st(0, 0))
+	var out strings.Builder
+	if err := runAdmin(context.Background(), []string{"repair", "watch", "--json", "--endpoint", srv.URL, "--timeout", "30s"}, &out); err != nil {
+		t.Fatalf("repair watch: %v\n%s", err, out.String())
+	}
+	if got := strings.Count(out.String(), `"state":"unavailable"`); got != 2 {
+		t.Errorf("%d unavailable lines, want 2:\n%s", got, out.String())
+	}
+	if !strings.Contains(out.String(), `"state":"redundant"`) {
+		t.Errorf("the watch did not end redundant:\n%s", out.String())
+	}
+
+	srv, _ = statusServer(t, none, st(0, 0))
+	out.Reset()
+	if err := runAdmin(context.Background(), []string{"repair", "watch", "--json", "--endpoint", srv.URL, "--timeout", "30s"}, &out); err == nil || !strings.Contains(err.Error(), "no repair status") {
+		t.Errorf("watch with no status first = %v, want the no-repair-status error", err)
+	}
+}
