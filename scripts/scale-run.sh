@@ -18,6 +18,8 @@
 # Environment (all optional):
 #   OBJECTS=1000000  PREFIXES=1000  SIZE=1KiB  CONCURRENCY=32
 #   DELETE=10000     objects the probe removes by DeleteObjects
+#   PROBE=1          0: skip the HEAD, listing and DeleteObjects probe (a
+#                    run that measures the idle cluster and the repair)
 #   STRIPED=200 STRIPED_SIZE=1MiB  objects above the inline limit (128 KiB)
 #                    in a second bucket, so the killed server held shards to
 #                    rebuild: 1 KiB objects live inside their manifests,
@@ -48,6 +50,7 @@ STRIPED=${STRIPED:-200}
 STRIPED_SIZE=${STRIPED_SIZE:-1MiB}
 CONCURRENCY=${CONCURRENCY:-32}
 DELETE=${DELETE:-10000}
+PROBE=${PROBE:-1}
 [ "$DELETE" -le "$OBJECTS" ] || DELETE=$((OBJECTS / 10))
 SETTLE=${SETTLE:-120}
 IDLE=${IDLE:-60}
@@ -164,9 +167,14 @@ gw_rss=$(mem_kib VmRSS "$(jq -r '.gateways[0].pid' "$DATA/dev.json")")
 shard_rss=$(sorted_kib VmRSS $(jq -r '.shards[].pid' "$DATA/dev.json"))
 log "idle CPU ${idle_pct}% of one core; RSS gateway ${gw_rss} KiB, shard servers (KiB, sorted): $shard_rss"
 
-log "probing HEAD, listings and DeleteObjects"
-"$REGEN" bench probe --endpoint "$ENDPOINT" --access $ACCESS --secret $SECRET --bucket scale \
-	--objects "$OBJECTS" --prefixes "$PREFIXES" --size "$SIZE" --delete "$DELETE" --json >"$OUT/probe.jsonl"
+if [ "$PROBE" = 1 ]; then
+	log "probing HEAD, listings and DeleteObjects"
+	"$REGEN" bench probe --endpoint "$ENDPOINT" --access $ACCESS --secret $SECRET --bucket scale \
+		--objects "$OBJECTS" --prefixes "$PREFIXES" --size "$SIZE" --delete "$DELETE" --json >"$OUT/probe.jsonl"
+else
+	log "PROBE=0: no HEAD, listing or DeleteObjects probe"
+	: >"$OUT/probe.jsonl"
+fi
 
 # sync_pending: how many shard servers report a manifest sync asked for
 # and not yet done (-1 while the restarted one is not live yet).
