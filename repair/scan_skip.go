@@ -75,17 +75,50 @@ func (s *scanner) needWalk(sig string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := &s.walk
-	skip := !ws.at.IsZero() && (ws.clean && idle || ws.covered && !idle) && !s.dirty.Load() && ws.sig == sig &&
-		s.now().Sub(ws.at) < s.fullEvery
-	if skip {
+	var why string
+	switch {
+	case ws.at.IsZero():
+		why = walkFirst
+	case ws.sig != sig:
+		why = walkMembership
+	case s.dirty.Load():
+		why = walkDirtyWhy[s.dirtyWhy.Load()]
+	case s.now().Sub(ws.at) >= s.fullEvery:
+		why = walkFull
+	case !(ws.clean && idle || ws.covered && !idle):
+		why = walkUnsettled
+	}
+	if why == "" {
 		ws.skipped++
 		s.stripes.Scanned = s.now().UTC().Format(time.RFC3339Nano)
 		s.stripes.Skipped = ws.skipped
 		return false
 	}
 	s.dirty.Store(false)
+	s.m.walk(why)
 	return true
 }
+
+// Why a scan walked (the reason label of regen_repair_scan_walks_total):
+// a walk at a million objects costs seconds of a server's CPU, so which
+// rule sent it is what an operator (or a scale run) needs to see.
+const (
+	walkFirst      = "first"      // no walk yet since the start
+	walkMembership = "membership" // a server's state changed
+	walkJob        = "job"        // a repair job failed or was deferred
+	walkWrite      = "write"      // a write stored here named a server not live
+	walkFull       = "full"       // FullScanInterval passed
+	walkUnsettled  = "unsettled"  // the last walk left groups waiting, or the queue drained after it
+)
+
+// walkDirtyWhy maps scanner.dirtyWhy to its reason.
+var walkDirtyWhy = [...]string{dirtyJob: walkJob, dirtyWrite: walkWrite}
+
+// What marked the scan dirty last (scanner.dirtyWhy).
+const (
+	dirtyJob int32 = iota
+	dirtyWrite
+)
 
 // walked records a walk that began at t0 with signature sig.
 func (s *scanner) walked(t0 time.Time, sig string, clean, covered bool) {

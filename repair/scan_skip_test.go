@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/regen-s3/regen/internal/cluster"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -91,6 +93,17 @@ func TestScanSkipsWalkWhileNothingChanges(t *testing.T) {
 	w.scanner.fullEvery = 0
 	step("full scan interval 0: every scan walks", 7)
 	step("every scan", 8)
+
+	// Each walk is counted under the rule that sent it.
+	for why, want := range map[string]float64{walkFirst: 1, walkWrite: 1, walkMembership: 2, walkUnsettled: 1, walkFull: 3, walkJob: 0} {
+		var got dto.Metric
+		if err := w.m.walks.WithLabelValues(why).Write(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got := got.GetCounter().GetValue(); got != want {
+			t.Errorf("walks for %q: %v, want %v", why, got, want)
+		}
+	}
 }
 
 func TestWalkSignatureSeesEveryChange(t *testing.T) {

@@ -49,6 +49,8 @@ type scanner struct {
 	// group degraded (scan_skip.go). An atomic, so that it is set without
 	// the lock from under other services' locks.
 	dirty atomic.Bool
+	// dirtyWhy: what set dirty last (dirtyJob, dirtyWrite).
+	dirtyWhy atomic.Int32
 }
 
 // scanJobs is the repair queue a scan feeds and reports to (the Worker).
@@ -98,8 +100,12 @@ func (s *scanner) once(ctx context.Context) error {
 }
 
 // markDirty notes that something happened that the next scan must walk
-// for: a repair ended, a write named a server not live.
-func (s *scanner) markDirty() { s.dirty.Store(true) }
+// for (why: dirtyJob, a repair job failed or was deferred; dirtyWrite, a
+// write named a server not live).
+func (s *scanner) markDirty(why int32) {
+	s.dirtyWhy.Store(why)
+	s.dirty.Store(true)
+}
 
 // status returns the stripe counts of the last scan.
 func (s *scanner) status() shardrpc.StripeCounts {

@@ -23,6 +23,7 @@ type metrics struct {
 	scrubBytes, scrubCorrupt                           prometheus.Counter
 	syncRanges, syncDiffering, syncKeys, syncCalls     prometheus.Counter
 	syncSeconds                                        prometheus.Gauge
+	walks                                              *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -52,11 +53,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		syncKeys:      c("sync_keys_total", "Keys the manifest sync checked with their peers (in differing ranges)."),
 		syncCalls:     c("sync_manifest_calls_total", "Manifest and shard calls the manifest sync made to peers for the keys it checked."),
 		syncSeconds:   g("sync_seconds", "Duration of the last range-comparison sync."),
+		walks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "regen", Subsystem: "repair", Name: "scan_walks_total",
+			Help: "Walks of every local manifest by the repair scan, by the reason it walked (first, membership, job, write, full, unsettled)."}, []string{"reason"}),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.stripesTotal, m.stripesDegraded, m.lostShards, m.waiting, m.queued,
 			m.running, m.doneC, m.failed, m.bytes, m.decisions, m.scrubBytes, m.scrubCorrupt,
-			m.syncRanges, m.syncDiffering, m.syncKeys, m.syncCalls, m.syncSeconds} {
+			m.syncRanges, m.syncDiffering, m.syncKeys, m.syncCalls, m.syncSeconds, m.walks} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
@@ -78,6 +81,8 @@ func (m *metrics) done(r Result) {
 }
 
 func (m *metrics) decision(method string) { m.decisions.WithLabelValues(method).Inc() }
+
+func (m *metrics) walk(why string) { m.walks.WithLabelValues(why).Inc() }
 
 // Status returns the worker's counts.
 func (w *Worker) Status() shardrpc.RepairStatus {
