@@ -68,8 +68,10 @@ func (f *queueFloor) end(first []byte) {
 	f.written = nil
 }
 
-// wrote notes keys of the queue written (committed, or about to be): the
-// floor goes down to the least of them.
+// wrote notes keys of the queue written: the floor goes down to the
+// least of them. It is called after their commit (whether or not it
+// succeeded): noted before it, a scan that began in between, whose
+// snapshot lacks them, could raise the floor past them.
 func (f *queueFloor) wrote(keys ...[]byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -88,8 +90,14 @@ func (f *queueFloor) wrote(keys ...[]byte) {
 // error; the floor rises to the first key seen.
 func (s *Store) scanQueue(f *queueFloor, lo, hi []byte, fn func(k, v []byte) (more bool, err error)) error {
 	var first []byte
+	start := f.begin(lo)
 	defer func() { f.end(first) }()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: f.begin(lo), UpperBound: hi})
+	if bytes.Compare(start, hi) >= 0 {
+		// NB: a scan up to an earlier time than one before it (a clock
+		// stepped back): no key below the floor exists.
+		return nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: hi})
 	if err != nil {
 		return err
 	}

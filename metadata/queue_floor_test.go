@@ -178,3 +178,25 @@ func TestQueueFloorConcurrentWrites(t *testing.T) {
 		t.Fatalf("found %d jobs of %d queued", len(seen), writers*each)
 	}
 }
+
+// A scan up to an earlier time than the last (the clock stepped back)
+// finds nothing below the floor and fails nothing; a job queued due
+// earlier still is found.
+func TestQueueFloorClockBack(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	t0 := time.Unix(1_700_000_000, 0)
+	if got, err := s.DueConfirms(ctx, t0, 64); err != nil || len(got) != 0 {
+		t.Fatalf("DueConfirms on an empty queue = %v, %v", got, err)
+	}
+	if got, err := s.DueConfirms(ctx, t0.Add(-time.Hour), 64); err != nil || len(got) != 0 {
+		t.Fatalf("DueConfirms an hour earlier = %v, %v", got, err)
+	}
+	j := ConfirmJob{Bucket: "b", Key: "k", Version: ver(1), Due: t0.Add(-2 * time.Hour)}
+	if err := s.EnqueueConfirm(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DueConfirms(ctx, t0.Add(-time.Hour), 64); err != nil || len(got) != 1 {
+		t.Fatalf("DueConfirms after a job due earlier = %v, %v", got, err)
+	}
+}
