@@ -128,7 +128,7 @@ func (w *Worker) NoteWrite(m *metadata.Manifest) {
 	if w.mrf.noteWrite(m) {
 		// A group placed on a server that is not live: the scan must
 		// look (it may skip its walk otherwise, scan_skip.go).
-		w.scanner.markDirty(dirtyWrite)
+		w.scanner.markDirty(walkWrite)
 	}
 }
 

@@ -75,14 +75,15 @@ func (s *scanner) needWalk(sig string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := &s.walk
+	dirty := s.dirty.Load()
 	var why string
 	switch {
 	case ws.at.IsZero():
 		why = walkFirst
 	case ws.sig != sig:
 		why = walkMembership
-	case s.dirty.Load():
-		why = walkDirtyWhy[s.dirtyWhy.Load()]
+	case dirty != nil:
+		why = *dirty
 	case s.now().Sub(ws.at) >= s.fullEvery:
 		why = walkFull
 	case !(ws.clean && idle || ws.covered && !idle):
@@ -94,7 +95,7 @@ func (s *scanner) needWalk(sig string) bool {
 		s.stripes.Skipped = ws.skipped
 		return false
 	}
-	s.dirty.Store(false)
+	s.dirty.Store(nil)
 	s.m.walk(why)
 	return true
 }
@@ -109,15 +110,6 @@ const (
 	walkWrite      = "write"      // a write stored here named a server not live
 	walkFull       = "full"       // FullScanInterval passed
 	walkUnsettled  = "unsettled"  // the last walk left groups waiting, or the queue drained after it
-)
-
-// walkDirtyWhy maps scanner.dirtyWhy to its reason.
-var walkDirtyWhy = [...]string{dirtyJob: walkJob, dirtyWrite: walkWrite}
-
-// What marked the scan dirty last (scanner.dirtyWhy).
-const (
-	dirtyJob int32 = iota
-	dirtyWrite
 )
 
 // walked records a walk that began at t0 with signature sig.

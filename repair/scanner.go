@@ -46,11 +46,10 @@ type scanner struct {
 	// prevNodes is each node's state at the last scan.
 	prevNodes map[string]nodeMark
 	// dirty: something happened since the last walk that may have left a
-	// group degraded (scan_skip.go). An atomic, so that it is set without
-	// the lock from under other services' locks.
-	dirty atomic.Bool
-	// dirtyWhy: what set dirty last (dirtyJob, dirtyWrite).
-	dirtyWhy atomic.Int32
+	// group degraded (scan_skip.go), and what (walkJob, walkWrite); nil:
+	// nothing. An atomic, so that it is set without the lock from under
+	// other services' locks.
+	dirty atomic.Pointer[string]
 }
 
 // scanJobs is the repair queue a scan feeds and reports to (the Worker).
@@ -100,12 +99,9 @@ func (s *scanner) once(ctx context.Context) error {
 }
 
 // markDirty notes that something happened that the next scan must walk
-// for (why: dirtyJob, a repair job failed or was deferred; dirtyWrite, a
+// for (why: walkJob, a repair job failed or was deferred; walkWrite, a
 // write named a server not live).
-func (s *scanner) markDirty(why int32) {
-	s.dirtyWhy.Store(why)
-	s.dirty.Store(true)
-}
+func (s *scanner) markDirty(why string) { s.dirty.Store(&why) }
 
 // status returns the stripe counts of the last scan.
 func (s *scanner) status() shardrpc.StripeCounts {

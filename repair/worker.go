@@ -560,7 +560,7 @@ func (w *Worker) ended(ctx context.Context, j *job, res Result, err error, secs 
 	// walks. A repaired group comes off the walk's counts; it is checked
 	// once more by the walk that follows the queue's draining.
 	if err != nil {
-		w.scanner.markDirty(dirtyJob)
+		w.scanner.markDirty(walkJob)
 	} else {
 		w.scanner.repaired(j)
 	}
