@@ -49,8 +49,11 @@ func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writ
 	for {
 		var st gateway.Status
 		err := c.get(ctx, "status", &st)
-		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("repair watch: not fully redundant after %s", c.timeout)
+		if err != nil && ctx.Err() != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("repair watch: not fully redundant after %s", c.timeout)
+			}
+			return err
 		}
 		if err == nil && (st.Stripes == nil || st.Repair == nil) {
 			err = errors.New("the gateway reports no repair status (are the shard servers running the repair worker?)")
@@ -69,8 +72,7 @@ func adminRepairWatch(ctx context.Context, c *adminClient, _ []string, w io.Writ
 				bar.describe("status unavailable, asking again: " + err.Error())
 			}
 			select {
-			case <-ctx.Done():
-				continue // NB: the next call fails at once and ends the watch
+			case <-ctx.Done(): // the next call fails at once and ends the watch
 			case <-tick.C:
 			}
 			continue

@@ -74,17 +74,21 @@ func TestWatchVerdict(t *testing.T) {
 	}
 }
 
+// repairStatus is a status of two shard servers, one dead and counted by
+// the repair workers, with degraded of 40 stripes left to repair.
+func repairStatus(degraded, running int64) gateway.Status {
+	dead := gateway.NodeStatus{Member: cluster.Member{ID: "b", State: cluster.StateDead, Meta: cluster.Meta{Role: cluster.RoleShard}}}
+	alive := gateway.NodeStatus{Member: cluster.Member{ID: "a", State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard}}}
+	return gateway.Status{Nodes: []gateway.NodeStatus{alive, dead},
+		Stripes: &gateway.StripeStatus{Total: 40, Degraded: degraded, LostShards: degraded, DownSeen: []string{"b"}},
+		Repair:  &gateway.RepairStatus{Running: running, Done: 20 - degraded, Methods: map[string]int64{"core": 20 - degraded}}}
+}
+
 // The repair watch draws its progress with the progressbar library: the
 // bar fills as degraded stripes are repaired, out of the most seen, and
 // the watch ends with a full bar and the summary.
 func TestRepairWatchProgressBar(t *testing.T) {
-	dead := gateway.NodeStatus{Member: cluster.Member{ID: "b", State: cluster.StateDead, Meta: cluster.Meta{Role: cluster.RoleShard}}}
-	alive := gateway.NodeStatus{Member: cluster.Member{ID: "a", State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard}}}
-	st := func(degraded, running int64) gateway.Status {
-		return gateway.Status{Nodes: []gateway.NodeStatus{alive, dead},
-			Stripes: &gateway.StripeStatus{Total: 40, Degraded: degraded, LostShards: degraded, DownSeen: []string{"b"}},
-			Repair:  &gateway.RepairStatus{Running: running, Done: 20 - degraded, Methods: map[string]int64{"core": 20 - degraded}}}
-	}
+	st := repairStatus
 	srv, _ := statusServer(t, st(20, 4), st(10, 4), st(0, 0))
 	var out strings.Builder
 	if err := runAdmin(context.Background(), []string{"repair", "watch", "--endpoint", srv.URL, "--timeout", "30s"}, &out); err != nil {
@@ -102,14 +106,8 @@ func TestRepairWatchProgressBar(t *testing.T) {
 // (shard servers too busy to answer the gateway in time) and ends when
 // the cluster is redundant; a watch that never saw one ends at once.
 func TestRepairWatchRidesOutMissingStatus(t *testing.T) {
-	dead := gateway.NodeStatus{Member: cluster.Member{ID: "b", State: cluster.StateDead, Meta: cluster.Meta{Role: cluster.RoleShard}}}
-	alive := gateway.NodeStatus{Member: cluster.Member{ID: "a", State: cluster.StateAlive, Meta: cluster.Meta{Role: cluster.RoleShard}}}
-	st := func(degraded, running int64) gateway.Status {
-		return gateway.Status{Nodes: []gateway.NodeStatus{alive, dead},
-			Stripes: &gateway.StripeStatus{Total: 40, Degraded: degraded, LostShards: degraded, DownSeen: []string{"b"}},
-			Repair:  &gateway.RepairStatus{Running: running, Done: 20 - degraded}}
-	}
-	none := gateway.Status{Nodes: []gateway.NodeStatus{alive, dead}}
+	st := repairStatus
+	none := gateway.Status{Nodes: st(0, 0).Nodes}
 	srv, _ := statusServer(t, st(20, 4), none, none, st(0, 0))
 	var out strings.Builder
 	if err := runAdmin(context.Background(), []string{"repair", "watch", "--json", "--endpoint", srv.URL, "--timeout", "30s"}, &out); err != nil {
@@ -126,5 +124,27 @@ func TestRepairWatchRidesOutMissingStatus(t *testing.T) {
 	out.Reset()
 	if err := runAdmin(context.Background(), []string{"repair", "watch", "--json", "--endpoint", srv.URL, "--timeout", "30s"}, &out); err == nil || !strings.Contains(err.Error(), "no repair status") {
 		t.Errorf("watch with no status first = %v, want the no-repair-status error", err)
+	}
+}
+
+// A watch stopped (Ctrl-C) while statuses are missing ends at once.
+func TestRepairWatchStopsWhileStatusMissing(t *testing.T) {
+	none := gateway.Status{Nodes: repairStatus(0, 0).Nodes}
+	srv, _ := statusServer(t, repairStatus(20, 4), none)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	done := make(chan error, 1)
+	var out strings.Builder
+	go func() { done <- runAdmin(ctx, []string{"repair", "watch", "--json", "--endpoint", srv.URL}, &out) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("a stopped watch reported success:\n%s", out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch did not end after it was stopped")
+	}
+	if strings.Count(out.String(), "\n") > 10 {
+		t.Errorf("the watch asked again and again after it was stopped:\n%s", out.String())
 	}
 }
