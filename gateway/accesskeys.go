@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/regen-s3/regen/internal/pause"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -216,7 +217,7 @@ func (kr *keyring) lookup(ctx context.Context, id string) (*storedKey, error) {
 		} else {
 			c.mu.Unlock()
 			if !final {
-				if err := sleepCtx(ctx, c.retry-age); err != nil {
+				if err := pause.For(ctx, c.retry-age); err != nil {
 					return nil, err
 				}
 				continue

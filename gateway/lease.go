@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/regen-s3/regen/internal/pause"
 	"github.com/regen-s3/regen/internal/shardrpc"
 )
 
@@ -108,19 +109,7 @@ func (l *layer) lock(ctx context.Context, name string, nodes []string, need int)
 // leaseBackoff waits a few random milliseconds before a contended key is
 // tried again.
 func leaseBackoff(ctx context.Context) error {
-	return sleepCtx(ctx, time.Duration(5+rand.IntN(45))*time.Millisecond)
-}
-
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return pause.For(ctx, time.Duration(5+rand.IntN(45))*time.Millisecond)
 }
 
 // context bounds ctx by the lease's end, so no write under the lease is

@@ -11,6 +11,12 @@
 // replicas converge whatever order writes arrive in. Deletes are tombstones
 // (Manifest.Deleted) with a version of their own.
 //
+// The pebble key layout is in store_keys.go; a small object's data is kept
+// apart from its record, under a key of its version (store_inline.go), so
+// that turning a version from current to previous, as a delete or an
+// overwrite does, never copies it. A newer store reads every layout an
+// older one wrote; an older one cannot read what a newer one writes.
+//
 // This package imports only pebble and the standard library; it knows codes
 // by name only.
 package metadata

@@ -73,6 +73,30 @@ type Manifest struct {
 	Parts []Part `json:"parts,omitempty"`
 	// Inline holds the whole object when it is small; then Parts is empty.
 	Inline []byte `json:"inline,omitempty"`
+
+	// home is where the store keeps this manifest's inline data, for a
+	// manifest read from the store (homeNone otherwise): a write that
+	// moves versions (writeVersionsWith) leaves data where it is when it
+	// can and knows what it must move or delete. Inline may be unread
+	// (nil) while home says there is data (see unread).
+	home inlineHome
+}
+
+// inlineHome is where a stored manifest's inline data lives
+// (store_inline.go).
+type inlineHome uint8
+
+const (
+	homeNone    inlineHome = iota // no inline data stored, or not read from the store
+	homeKey                       // under 'i' esc(bucket) key: a current record of the first layout
+	homeRecord                    // in the record's JSON: a previous version of the first layout
+	homeVersion                   // under 'w' esc(bucket) esc(key) version: the current layout
+)
+
+// unread reports whether m was read from the store without the inline
+// data its record says it has.
+func (m *Manifest) unread() bool {
+	return m.home != homeNone && len(m.Inline) == 0
 }
 
 // Part is one independently encoded stripe group: a whole single-part object

@@ -52,7 +52,7 @@ func (s *Store) EachManifestAfter(ctx context.Context, after *Cursor, fn func(*M
 // million small objects has nothing of theirs to verify, and decoding
 // every manifest on every pass was most of an idle cluster's CPU.
 func (s *Store) EachStripedAfter(ctx context.Context, after *Cursor, fn func(*Manifest) error) error {
-	return s.eachManifestAfter(ctx, after, flagDeleted|flagInline, fn)
+	return s.eachManifestAfter(ctx, after, flagDeleted|flagsInline, fn)
 }
 
 func (s *Store) eachManifestAfter(ctx context.Context, after *Cursor, skip byte, fn func(*Manifest) error) error {

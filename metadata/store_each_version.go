@@ -89,6 +89,10 @@ func (s *Store) GetVersion(ctx context.Context, bucket, key string, v Version) (
 	if err := decodeValue(val, m); err != nil {
 		return nil, fmt.Errorf("%w: previous version %s of %s/%s: %w", ErrCorruptRecord, v, bucket, key, err)
 	}
+	m.home = homeOfPrevious(val[1], m)
+	if err := s.loadInline(bucket, key, m); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

@@ -33,13 +33,14 @@ func (s *Store) Lookup(ctx context.Context, bucket, key string, inline bool) (Lo
 	if err := ctx.Err(); err != nil {
 		return Lookup{}, err
 	}
-	m, flags, err := s.getCurrent(bucket, key, inline)
+	read := readFor(inline)
+	m, flags, err := s.getCurrent(bucket, key, read)
 	if err != nil {
 		return Lookup{}, err
 	}
 	out := Lookup{Current: m}
 	if flags&flagPrevious != 0 {
-		if out.Previous, err = s.previous(bucket, key); err != nil {
+		if out.Previous, err = s.previous(bucket, key, read); err != nil {
 			return Lookup{}, err
 		}
 	}
@@ -96,16 +97,27 @@ func (s *Store) LookupRaw(ctx context.Context, bucket, key string, inline bool) 
 		return RawLookup{}, fmt.Errorf("%w: manifest %s/%s: unknown value format", ErrCorruptRecord, bucket, key)
 	}
 	out := RawLookup{Current: RawManifest{JSON: val[2:]}}
-	if inline && val[1]&flagInline != 0 {
-		if out.Current.Inline, err = s.get(inlineKey(bucket, key)); err != nil {
-			// NB: as in getCurrent, missing inline data is corruption.
-			return RawLookup{}, fmt.Errorf("%w: inline data of %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+	if home := homeOfCurrent(val[1]); inline && home != homeNone {
+		// NB: the version alone is decoded, to name the data's key.
+		m := &Manifest{home: home}
+		if home == homeVersion {
+			var v struct {
+				Version Version `json:"version"`
+			}
+			if err := decodeValue(val, &v); err != nil {
+				return RawLookup{}, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+			}
+			m.Version = v.Version
 		}
+		if err := s.loadInline(bucket, key, m); err != nil {
+			return RawLookup{}, err
+		}
+		out.Current.Inline = m.Inline
 	}
 	if val[1]&flagPrevious == 0 {
 		return out, nil
 	}
-	prev, err := s.previous(bucket, key)
+	prev, err := s.previous(bucket, key, readFor(inline))
 	if err != nil {
 		return RawLookup{}, err
 	}

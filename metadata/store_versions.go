@@ -87,7 +87,26 @@ func (s *Store) Versions(ctx context.Context, bucket, key string) (cur *Manifest
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	return s.versionsLocked(bucket, key)
+	return s.versionsWith(bucket, key, readInline)
+}
+
+// VersionsNoInline is Versions without inline data (Inline is nil, but
+// for a previous record of the first layout, which holds its data), for a
+// caller that decides on versions and placements alone (a confirm job): a
+// small object's data is the largest read of a key's versions and lies
+// deep in the LSM, unchanged since its write. The manifests may be
+// written back where their data need not move (writeVersionsWith refuses
+// the others).
+func (s *Store) VersionsNoInline(ctx context.Context, bucket, key string) (cur *Manifest, prev []*Manifest, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return s.versionsNoInlineLocked(bucket, key)
+}
+
+// versionsNoInlineLocked is versionsLocked without inline data.
+func (s *Store) versionsNoInlineLocked(bucket, key string) (*Manifest, []*Manifest, error) {
+	return s.versionsWith(bucket, key, readNoInline)
 }
 
 // DropPrevious drops the previous versions of (bucket, key) that a
@@ -130,7 +149,10 @@ func (s *Store) dropPrevious(ctx context.Context, opts *pebble.WriteOptions, buc
 	}
 	unlock := s.lockKey(manifestKey(bucket, key))
 	defer unlock()
-	cur, prev, err := s.versionsLocked(bucket, key)
+	// NB: the current manifest stays what it is (only its record's
+	// previous-versions flag may change), so its inline data is neither
+	// read nor written.
+	cur, prev, err := s.versionsNoInlineLocked(bucket, key)
 	if err != nil || len(prev) == 0 {
 		return nil, ignoreNotFound(err)
 	}
@@ -273,24 +295,34 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// versionsLocked is Versions for a caller holding the key's lock (and
-// Versions itself: a reader needs no lock, each record being read whole).
-// Previous versions are read only when the current record says the key
-// has some (flagPrevious, which writeVersions keeps with them).
+// versionsLocked is the versions of (bucket, key) for a write under the
+// key's lock: with the inline data the write would have to move
+// (readToMove), which in the current layout is none.
 func (s *Store) versionsLocked(bucket, key string) (*Manifest, []*Manifest, error) {
-	cur, flags, err := s.getCurrent(bucket, key, true)
+	return s.versionsWith(bucket, key, readToMove)
+}
+
+// versionsWith returns the current manifest of (bucket, key) and its
+// previous versions, newest first, with the inline data read asks for.
+// Previous versions are read only when the current record says the key
+// has some (flagPrevious, which writeVersions keeps with them). A reader
+// needs no lock, each record being read whole.
+func (s *Store) versionsWith(bucket, key string, read inlineRead) (*Manifest, []*Manifest, error) {
+	cur, flags, err := s.getCurrent(bucket, key, read)
 	if err != nil || flags&flagPrevious == 0 {
 		return cur, nil, err
 	}
-	prev, err := s.previous(bucket, key)
+	prev, err := s.previous(bucket, key, read)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cur, prev, nil
 }
 
-// previous returns the previous versions of (bucket, key), newest first.
-func (s *Store) previous(bucket, key string) ([]*Manifest, error) {
+// previous returns the previous versions of (bucket, key), newest first,
+// with the inline data read asks for (readToMove: none; a record of the
+// first layout holds its own).
+func (s *Store) previous(bucket, key string, read inlineRead) ([]*Manifest, error) {
 	pre := previousPrefix(bucket, key)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: prefixSuccessor(pre)})
 	if err != nil {
@@ -299,9 +331,16 @@ func (s *Store) previous(bucket, key string) ([]*Manifest, error) {
 	defer it.Close()
 	var out []*Manifest
 	for valid := it.Last(); valid; valid = it.Prev() {
+		val := it.Value()
 		m := new(Manifest)
-		if err := decodeValue(it.Value(), m); err != nil {
+		if err := decodeValue(val, m); err != nil {
 			return nil, fmt.Errorf("%w: previous version of %s/%s: %w", ErrCorruptRecord, bucket, key, err)
+		}
+		m.home = homeOfPrevious(val[1], m)
+		if read == readInline {
+			if err := s.loadInline(bucket, key, m); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, m)
 	}
@@ -389,42 +428,68 @@ func (s *Store) writeVersionsQueued(bucket, key string, oldCur *Manifest, oldPre
 func (s *Store) writeVersionsWith(opts *pebble.WriteOptions, bucket, key string, oldCur *Manifest, oldPrev []*Manifest, newCur *Manifest, newPrev []*Manifest, res PutResult, jobs PutJobs) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	fail := func(err error) error { return fmt.Errorf("metadata: write versions of %s/%s: %w", bucket, key, err) }
+	done, err := s.stageVersions(b, bucket, key, oldCur, oldPrev, newCur, newPrev, res, jobs)
+	if err != nil {
+		return err
+	}
+	err = b.Commit(opts)
+	done(err == nil)
+	if err != nil {
+		return fmt.Errorf("metadata: write versions of %s/%s: %w", bucket, key, err)
+	}
+	return nil
+}
 
-	mk, ik := manifestKey(bucket, key), inlineKey(bucket, key)
-	switch {
-	case newCur == nil:
+// stageVersions adds the records of writeVersionsWith to b. Once b's
+// commit has been tried the caller calls done, with whether it succeeded:
+// it notes the queue keys written for their floors (even after a failed
+// commit) and, after a successful one, counts the change in the stats and
+// the range sums.
+func (s *Store) stageVersions(b *pebble.Batch, bucket, key string, oldCur *Manifest, oldPrev []*Manifest, newCur *Manifest, newPrev []*Manifest, res PutResult, jobs PutJobs) (done func(committed bool), err error) {
+	fail := func(err error) (func(bool), error) {
+		return nil, fmt.Errorf("metadata: write versions of %s/%s: %w", bucket, key, err)
+	}
+
+	// The versions stored before the write, by version: where their
+	// inline data is (placeInline) and what goes with them.
+	was := map[Version]*Manifest{}
+	for _, m := range append([]*Manifest{oldCur}, oldPrev...) {
+		if m != nil {
+			was[m.Version] = m
+		}
+	}
+
+	mk := manifestKey(bucket, key)
+	keyInline := false // the new current record still has its data under 'i'
+	if newCur == nil {
 		if err := b.Delete(mk, nil); err != nil {
 			return fail(err)
 		}
-		if err := b.Delete(ik, nil); err != nil {
+	} else {
+		inl, err := s.placeInline(b, bucket, key, newCur, was[newCur.Version], true)
+		if err != nil {
 			return fail(err)
 		}
-	default:
-		val, err := encodeManifest(newCur)
-		if err != nil {
-			return err
+		keyInline = inl == flagInline
+		flags := inl
+		if newCur.Deleted {
+			flags |= flagDeleted
 		}
 		if len(newPrev) > 0 {
-			val[1] |= flagPrevious
+			flags |= flagPrevious
+		}
+		val, err := encodeValue(flags, withoutInline(newCur))
+		if err != nil {
+			return fail(err)
 		}
 		if err := b.Set(mk, val, nil); err != nil {
 			return fail(err)
 		}
-		if len(newCur.Inline) > 0 {
-			// NB: data that did not change (a repair switch moves a
-			// small object's copies, a confirmation drops previous
-			// versions) is not written again: it was a third of what
-			// each server of a million-object repair wrote into the
-			// LSM, and compaction fell behind (oldCur comes from
-			// versionsLocked under the key's lock, with the stored data).
-			if oldCur == nil || !bytes.Equal(oldCur.Inline, newCur.Inline) {
-				err = b.Set(ik, newCur.Inline, nil)
-			}
-		} else if oldCur != nil && len(oldCur.Inline) > 0 {
-			err = b.Delete(ik, nil)
-		}
-		if err != nil {
+	}
+	if oldCur != nil && oldCur.home == homeKey && !keyInline {
+		// NB: its data, if its version is kept, was just placed under
+		// the version's key.
+		if err := b.Delete(inlineKey(bucket, key), nil); err != nil {
 			return fail(err)
 		}
 	}
@@ -433,11 +498,15 @@ func (s *Store) writeVersionsWith(opts *pebble.WriteOptions, bucket, key string,
 	for _, p := range newPrev {
 		keepPrev[p.Version] = true
 		if holdsVersion(p.Version, nil, oldPrev) {
-			continue
+			continue // NB: its record and data stay as they are
 		}
-		val, err := encodeValue(prevFlags(p), p)
+		inl, err := s.placeInline(b, bucket, key, p, was[p.Version], false)
 		if err != nil {
-			return err
+			return fail(err)
+		}
+		val, err := encodeValue(prevFlags(p)|inl, withoutInline(p))
+		if err != nil {
+			return fail(err)
 		}
 		if err := b.Set(previousKey(bucket, key, p.Version), val, nil); err != nil {
 			return fail(err)
@@ -446,6 +515,13 @@ func (s *Store) writeVersionsWith(opts *pebble.WriteOptions, bucket, key string,
 	for _, p := range oldPrev {
 		if !keepPrev[p.Version] {
 			if err := b.Delete(previousKey(bucket, key, p.Version), nil); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	for v, m := range was {
+		if m.home == homeVersion && !keepPrev[v] && (newCur == nil || newCur.Version != v) {
+			if err := b.Delete(inlineVersionKey(bucket, key, v), nil); err != nil {
 				return fail(err)
 			}
 		}
@@ -499,18 +575,24 @@ func (s *Store) writeVersionsWith(opts *pebble.WriteOptions, bucket, key string,
 			tombJob = true
 		}
 	}
-	err := b.Commit(opts)
-	// NB: after the commit (a scan that began before it could raise a
-	// floor past a key noted earlier), and even when it failed.
-	if confirmK != nil {
-		s.confirmFloor.wrote(confirmK)
-	}
-	if tombK != nil {
-		s.tombFloor.wrote(tombK)
-	}
-	if err != nil {
-		return fail(err)
-	}
+	return func(committed bool) {
+		// NB: after the commit (a scan that began before it could raise
+		// a floor past a key noted earlier), and even when it failed.
+		if confirmK != nil {
+			s.confirmFloor.wrote(confirmK)
+		}
+		if tombK != nil {
+			s.tombFloor.wrote(tombK)
+		}
+		if committed {
+			s.countVersions(oldCur, oldPrev, newCur, newPrev, keepPrev, tombJob)
+		}
+	}, nil
+}
+
+// countVersions counts a committed change of a key's versions in the
+// stats and the range sums.
+func (s *Store) countVersions(oldCur *Manifest, oldPrev []*Manifest, newCur *Manifest, newPrev []*Manifest, keepPrev map[Version]bool, tombJob bool) {
 	s.mu.Lock()
 	if tombJob {
 		s.mu.stats.TombstoneJobs++
@@ -531,7 +613,6 @@ func (s *Store) writeVersionsWith(opts *pebble.WriteOptions, bucket, key string,
 		}
 	}
 	s.mu.Unlock()
-	return nil
 }
 
 // setJSON adds the JSON of v at k to b.

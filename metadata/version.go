@@ -15,6 +15,15 @@ type Version struct {
 	Writer string `json:"writer"`
 }
 
+// Clone returns v with its own copy of Writer. A decoded manifest's
+// strings share the buffer of its whole record (the JSON decoder does not
+// copy them), so a version kept long after its manifest, in a queue of
+// thousands, keeps that buffer alive unless cloned.
+func (v Version) Clone() Version {
+	v.Writer = strings.Clone(v.Writer)
+	return v
+}
+
 // Less reports whether v is older than o.
 func (v Version) Less(o Version) bool {
 	if v.TS != o.TS {

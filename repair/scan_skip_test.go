@@ -147,20 +147,11 @@ func TestScanSkipsWalkWhileItsJobsAreQueued(t *testing.T) {
 	place := []string{"n0", "n1", "n2", "n3"}
 	m := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 1, Writer: "gw"}, Code: "rs-2-2",
 		Placement: place, Inline: []byte("small")} // an inline object: its job needs no manifest read
-	store := &walkCounter{fakeCluster: f, ms: []*metadata.Manifest{m}}
-	cfg := DefaultConfig()
-	cfg.NodeID = "n0"
-	w, err := New(cfg, store, f, shardAPI{f}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := time.Unix(1000, 0)
-	w.now = func() time.Time { return clock }
-	w.mrf.look(w.view(), "n0", clock)
+	w, store, cfg, clock := scanWorker(t, f, m)
 	ctx := context.Background()
 	step := func(what string, wantWalks int) {
 		t.Helper()
-		clock = clock.Add(cfg.ScanInterval)
+		*clock = clock.Add(cfg.ScanInterval)
 		if err := w.scanner.once(ctx); err != nil {
 			t.Fatalf("%s: scan: %v", what, err)
 		}
@@ -170,12 +161,12 @@ func TestScanSkipsWalkWhileItsJobsAreQueued(t *testing.T) {
 	}
 	f.mu.Lock()
 	f.members[3].State = cluster.StateDead
-	f.members[3].Since = clock
+	f.members[3].Since = *clock
 	f.mu.Unlock()
 
 	step("a server died", 1)
 	step("within its grace: every scan walks", 2)
-	clock = clock.Add(cfg.Grace)
+	*clock = clock.Add(cfg.Grace)
 	step("grace over: the group is queued", 3)
 	if got := w.Status(); got.Repair.Queued != 1 || got.Stripes.Degraded != 1 {
 		t.Fatalf("after the walk that queued the group: queued %d, degraded %d", got.Repair.Queued, got.Stripes.Degraded)
@@ -194,4 +185,57 @@ func TestScanSkipsWalkWhileItsJobsAreQueued(t *testing.T) {
 		t.Fatalf("after the repair: degraded %d, lost shards %d, want 0", got.Degraded, got.LostShards)
 	}
 	step("the queue drained: a walk checks", 5)
+}
+
+// A group rebuilt onto a server that died before the job ended (its
+// switch needed only a quorum) is still degraded: it stays in the status
+// counts and the next scan walks for it, although the queue is empty.
+func TestRepairOntoServerDeadSinceStaysDegraded(t *testing.T) {
+	f := newFakeCluster(5)
+	place := []string{"n0", "n1", "n2", "n3"}
+	m := &metadata.Manifest{Bucket: "b", Key: "k", Version: metadata.Version{TS: 1, Writer: "gw"}, Code: "rs-2-2",
+		Placement: place, Inline: []byte("small")}
+	w, _, cfg, clock := scanWorker(t, f, m)
+	ctx := context.Background()
+	kill := func(i int) {
+		f.mu.Lock()
+		f.members[i].State = cluster.StateDead
+		f.members[i].Since = *clock
+		f.mu.Unlock()
+	}
+	kill(3)
+	*clock = clock.Add(cfg.Grace + cfg.ScanInterval)
+	if err := w.scanner.once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Status(); got.Repair.Queued != 1 || got.Stripes.Degraded != 1 {
+		t.Fatalf("after the walk that queued the group: queued %d, degraded %d", got.Repair.Queued, got.Stripes.Degraded)
+	}
+	j := w.sched.pop()
+	kill(4) // the destination, after its shard was written
+	w.ended(ctx, j, Result{Method: Inline, Rebuilt: map[int]Node{3: {ID: "n4", Addr: "a4"}}}, nil, 0)
+	if got := w.Status().Stripes; got.Degraded != 1 || got.LostShards != 1 {
+		t.Fatalf("rebuilt onto a server dead since: degraded %d, lost shards %d, want 1 and 1", got.Degraded, got.LostShards)
+	}
+	if w.scanner.dirty.Load() == nil {
+		t.Fatal("the scan is not marked to walk for the group")
+	}
+}
+
+// scanWorker is worker n0 of f over a store holding ms, on a fake clock
+// the test moves through *clock.
+func scanWorker(t *testing.T, f *fakeCluster, ms ...*metadata.Manifest) (w *Worker, store *walkCounter, cfg Config, clock *time.Time) {
+	t.Helper()
+	store = &walkCounter{fakeCluster: f, ms: ms}
+	cfg = DefaultConfig()
+	cfg.NodeID = "n0"
+	w, err := New(cfg, store, f, shardAPI{f}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	clock = &now
+	w.now = func() time.Time { return *clock }
+	w.mrf.look(w.view(), "n0", *clock) // as runMRF does at start
+	return w, store, cfg, clock
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/pause"
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
@@ -50,6 +51,9 @@ type scanner struct {
 	// nothing. An atomic, so that it is set without the lock from under
 	// other services' locks.
 	dirty atomic.Pointer[string]
+	// wake is signalled when the repair queue drains after a covered walk
+	// (drained); capacity 1.
+	wake chan struct{}
 }
 
 // scanJobs is the repair queue a scan feeds and reports to (the Worker).
@@ -79,11 +83,53 @@ func (s *scanner) run(ctx context.Context) {
 			s.stripes.ScanError = err.Error()
 			s.mu.Unlock()
 		}
-		select {
-		case <-ctx.Done():
+		if !s.waitNext(ctx, start, time.Since(start)) {
 			return
-		case <-time.After(walkWait(s.interval, time.Since(start))):
 		}
+	}
+}
+
+// waitNext waits after a walk that began at start and took took, until
+// the next scan is due (walkWait) or, if the repair queue drains first
+// (drained), until an interval has passed since start. It reports false
+// if ctx ended.
+//
+// The drain walk checks every group the repair took and corrects the
+// counts of those it did not end (a job superseded or deferred): until it
+// runs, the status reports them degraded. A walk made while the repair ran
+// beside it is slow for the repair's load, not for the manifests (a
+// million-object server's took over a minute), and paced by it the drain
+// walk came minutes after the last job, with one server still reporting
+// 825 groups degraded. One walk per drain is not the idle cost walkPace
+// bounds: a drain follows a repair.
+func (s *scanner) waitNext(ctx context.Context, start time.Time, took time.Duration) bool {
+	t := time.NewTimer(walkWait(s.interval, took))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-s.wake:
+		return pause.For(ctx, s.interval-time.Since(start)) == nil
+	}
+}
+
+// drained tells the scanner that the repair queue is idle again. It wakes
+// a scan waiting after a covered walk (one that found groups to repair
+// and queued them all); after any other walk it does nothing, so jobs
+// that trickle in (a write that named a server not live, a scrub) do not
+// unpace the walks.
+func (s *scanner) drained() {
+	s.mu.Lock()
+	covered := s.walk.covered
+	s.mu.Unlock()
+	if !covered {
+		return
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -219,7 +265,8 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 			// Fully redundant: only shards on draining servers may
 			// need a new home.
 			if moves := draining(v, m.Placement); len(moves) > 0 {
-				j := &job{bucket: strings.Clone(m.Bucket), key: strings.Clone(m.Key), version: m.Version, lost: moves, move: true, noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement), parts: int(parts)}
+				j := jobOf(m, noncurrent, parts, moves)
+				j.move = true
 				counts.Draining += parts
 				if s.jobs.isWaiting(j.ref()) {
 					counts.DrainWaiting += parts
@@ -238,11 +285,8 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 			return nil
 		}
 		if len(lost) > 0 {
-			// NB: the names are copied: the decoder's strings share the
-			// buffer of the whole manifest, inline data included, and
-			// tens of thousands of queued jobs kept ~25 MiB of manifests
-			// alive on each server of a million-object repair.
-			j := &job{bucket: strings.Clone(m.Bucket), key: strings.Clone(m.Key), version: m.Version, lost: lost, prio: len(downs), noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement), parts: int(parts)}
+			j := jobOf(m, noncurrent, parts, lost)
+			j.prio = len(downs)
 			if s.jobs.isWaiting(j.ref()) {
 				counts.Waiting += parts
 			}
@@ -297,6 +341,17 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 // coalesceWindow bounds how long a stripe group with lost shards waits
 // for its other down servers to turn lost too (see coalesce).
 const coalesceWindow = 30 * time.Second
+
+// jobOf is the job for the lost (or moved) shards of m's stripe groups
+// (parts of them), as the scan saw them. Its strings are copies: the
+// decoder's share the buffer of the whole manifest record, and tens of
+// thousands of queued jobs kept each one alive (~33 MiB on each server
+// of a million-object repair, through the version's writer; names alone
+// were copied before).
+func jobOf(m *metadata.Manifest, noncurrent bool, parts int64, lost []int) *job {
+	return &job{bucket: strings.Clone(m.Bucket), key: strings.Clone(m.Key), version: m.Version.Clone(), lost: lost,
+		noncurrent: noncurrent, inline: len(m.Parts) == 0, width: len(m.Placement), parts: int(parts)}
+}
 
 // coalesce reports whether the group of m should wait before repairing
 // lost: some of its other down servers are still inside the grace and turn

@@ -226,7 +226,7 @@ func (op *switchOp) result() error {
 // confirmer tells shard servers that versions are stored on a write
 // quorum, for their confirm jobs only (*shardrpc.Client has it).
 type confirmer interface {
-	Confirmed(ctx context.Context, addr string, refs []shardrpc.VersionRef) error
+	SwitchConfirmed(ctx context.Context, addr string, refs []shardrpc.VersionRef) error
 }
 
 // NB: the worker finds the notice by asserting its Shards has it; a
@@ -278,7 +278,7 @@ func (w *Worker) notifyConfirmed(ctx context.Context, v nodeView, ops []*switchO
 			batch := rs[:min(len(rs), shardrpc.MaxBatch)]
 			rs = rs[len(batch):]
 			wg.Go(func() {
-				if err := cm.Confirmed(ctx, addr, batch); err != nil && ctx.Err() == nil {
+				if err := cm.SwitchConfirmed(ctx, addr, batch); err != nil && ctx.Err() == nil {
 					w.log.Debug("repair: confirm notice", "node", id, "versions", len(batch), "err", err)
 				}
 			})

@@ -206,8 +206,9 @@ func (s inlineShards) Committed(_ context.Context, addr string, refs []shardrpc.
 	return nil
 }
 
-// Confirmed counts confirm notices and records the versions they name.
-func (s inlineShards) Confirmed(_ context.Context, addr string, refs []shardrpc.VersionRef) error {
+// SwitchConfirmed counts confirm notices and records the versions they
+// name.
+func (s inlineShards) SwitchConfirmed(_ context.Context, addr string, refs []shardrpc.VersionRef) error {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	s.c.calls["confirm "+addr]++

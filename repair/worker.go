@@ -312,7 +312,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 		missed: map[string]map[mrfRef]*mrfNote{}, wake: make(chan struct{}, 1)}
 	w.scanner = &scanner{interval: cfg.ScanInterval, fullEvery: cfg.FullScanInterval, grace: cfg.Grace,
 		log: log, store: store, shards: shards, m: m, codes: &w.codes, view: w.view, now: now, loss: w.status,
-		jobs: w, sync: w.syncer, prevNodes: map[string]nodeMark{}}
+		jobs: w, sync: w.syncer, prevNodes: map[string]nodeMark{}, wake: make(chan struct{}, 1)}
 	w.scrub = &scrubber{self: cfg.NodeID, rate: cfg.ScrubRate, every: cfg.ScrubInterval,
 		log: log, store: store, shards: shards, m: m, view: w.view, lookup: w.manifestOf, rebuild: w.enqueue}
 	w.cal = &calibrator{self: cfg.NodeID, log: log, shards: shards, view: w.view, dir: opt.CalibrateDir,
@@ -558,10 +558,18 @@ func (w *Worker) ended(ctx context.Context, j *job, res Result, err error, secs 
 	}
 	// A failed or deferred job is found again by the next scan, which
 	// walks. A repaired group comes off the walk's counts; it is checked
-	// once more by the walk that follows the queue's draining.
-	if err != nil {
+	// once more by the walk that follows the queue's draining. A group
+	// rebuilt onto a server that has died since its shard was written
+	// (the switch needs only a quorum) is still degraded: it stays in the
+	// counts and the next scan walks for it. Taken off, the status read
+	// nothing degraded and nothing queued until that walk, while an
+	// object still had a shard on the dead server.
+	switch {
+	case err != nil:
 		w.scanner.markDirty(walkJob)
-	} else {
+	case rebuiltOntoDown(w.view(), res):
+		w.scanner.markDirty(walkJob)
+	default:
 		w.scanner.repaired(j)
 	}
 	retry := w.sched.retry(ctx, j, err)
@@ -580,9 +588,23 @@ func (w *Worker) ended(ctx context.Context, j *job, res Result, err error, secs 
 	default:
 		w.log.Warn("repair failed", "object", j.ref(), "attempt", j.attempt, "requeued", requeue, "err", err)
 	}
+	if w.sched.idle() {
+		w.scanner.drained()
+	}
 	if ended != nil {
 		w.log.Info("repair batch finished", "jobs", ended.Jobs, "seconds", ended.Elapsed, "predicted", ended.Predicted, "bytes", ended.Bytes)
 	}
+}
+
+// rebuiltOntoDown reports whether a shard of res was rebuilt onto a
+// server that is not live in v.
+func rebuiltOntoDown(v nodeView, res Result) bool {
+	for _, n := range res.Rebuilt {
+		if !v.nodes[n.ID].Live {
+			return true
+		}
+	}
+	return false
 }
 
 // estimate predicts a job's cost with the planner: its parts run one

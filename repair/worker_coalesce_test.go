@@ -1,6 +1,7 @@
 package repair
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -90,5 +91,39 @@ func TestWalkWait(t *testing.T) {
 		if got := walkWait(tc.interval, tc.took); got != tc.want {
 			t.Errorf("walkWait(%s, %s) = %s, want %s", tc.interval, tc.took, got, tc.want)
 		}
+	}
+}
+
+// TestDrainWakesPacedScan: after a covered walk (a repair queued all it
+// found), the queue's draining ends the pace's wait, an interval after the
+// walk began, so the walk that checks the repaired groups is not paced by
+// one slowed by the repair; after any other walk a drain leaves the pace
+// alone.
+func TestDrainWakesPacedScan(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	s := &scanner{interval: interval, wake: make(chan struct{}, 1)}
+	s.walk.covered = true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	done := make(chan bool, 1)
+	go func() { done <- s.waitNext(ctx, start, time.Hour) }() // paced: 4 hours
+	s.drained()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("waitNext reported the context ended")
+		}
+		if since := time.Since(start); since < interval {
+			t.Fatalf("the drain walk came %s after the last began, want at least the interval %s", since, interval)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queue drained after a covered walk and the scan still waits its pace")
+	}
+
+	s.walk.covered = false
+	s.drained()
+	if len(s.wake) != 0 {
+		t.Fatal("a drain after a walk that was not covered woke the scan")
 	}
 }

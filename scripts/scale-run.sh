@@ -151,6 +151,10 @@ if [ "$PHASE" != measure ]; then
 else
 	fill_s=$(cat "$OUT/fill_s" 2>/dev/null || echo 0)
 	log "measuring the data of an earlier fill phase: $(cat "$OUT/fill.json")"
+	# NB: the striped objects are what that fill wrote, not this run's
+	# STRIPED (the results name them).
+	STRIPED=0
+	[ ! -s "$OUT/fill-striped.json" ] || STRIPED=$(jq -r .objects "$OUT/fill-striped.json")
 fi
 if [ "$PHASE" = fill ]; then
 	log "fill phase done; measure with PHASE=measure OUT=$OUT"

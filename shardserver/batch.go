@@ -6,16 +6,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
-
-// batchParallelism bounds the manifests of one batch stored at once:
-// their fsyncs share pebble's group commits instead of queueing one
-// behind the other.
-const batchParallelism = 32
 
 // getManifestVersionsBatch is getManifestVersions for many keys of one
 // bucket.
@@ -67,8 +60,8 @@ func (s *Server) getManifestVersionsBatch(w http.ResponseWriter, r *http.Request
 
 // putManifestsBatch is putManifest for many manifests: each is fenced by
 // the request's lease parameter (shardrpc.Unfenced: not checked, as a
-// single put without the parameter) and stored on its own, with its own
-// result.
+// single put without the parameter) and has its own result; they are
+// stored together (storeManifests).
 func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
 	var req shardrpc.PutBatchRequest
 	if err := s.decode(w, r, &req); err != nil {
@@ -81,46 +74,40 @@ func (s *Server) putManifestsBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := shardrpc.PutBatchResponse{Results: make([]shardrpc.PutResult, len(req.Manifests))}
+	failed := func(i int, err error) {
+		_, code := s.errorCode(r, err)
+		out.Results[i] = shardrpc.PutResult{Code: code, Message: err.Error()}
+	}
+	ms := make([]*metadata.Manifest, 0, len(req.Manifests))
+	at := make([]int, 0, len(req.Manifests)) // ms[j] is req.Manifests[at[j]]
+	for i, m := range req.Manifests {
+		if m == nil {
+			failed(i, fmt.Errorf("%w: no manifest", shardrpc.ErrBadRequest))
+			continue
+		}
+		if fence != shardrpc.Unfenced {
+			done, err := s.leases.admit(shardrpc.LeaseName(m.Bucket, m.Key), fence, s.now())
+			if err != nil {
+				failed(i, err)
+				continue
+			}
+			defer done()
+		}
+		ms = append(ms, m)
+		at = append(at, i)
+	}
 	// NB: each manifest is stored even if the client goes away, as a
 	// single put is: its follow-up work is queued with it.
-	ctx := context.WithoutCancel(r.Context())
-	var g errgroup.Group
-	g.SetLimit(batchParallelism)
-	for i, m := range req.Manifests {
-		g.Go(func() error {
-			res, err := s.storeClientManifest(ctx, m, fence)
-			if err != nil {
-				_, code := s.errorCode(r, err)
-				out.Results[i] = shardrpc.PutResult{Code: code, Message: err.Error()}
-				return nil
-			}
-			cur := res.Current.Version
-			out.Results[i] = shardrpc.PutResult{Stored: res.Stored, Current: &cur,
-				Replaced: res.Stored && res.Replaced != nil, Held: res.Held}
-			return nil
-		})
+	results, errs := s.storeManifests(context.WithoutCancel(r.Context()), ms)
+	for j, i := range at {
+		if errs[j] != nil {
+			failed(i, errs[j])
+			continue
+		}
+		res := results[j]
+		cur := res.Current.Version
+		out.Results[i] = shardrpc.PutResult{Stored: res.Stored, Current: &cur,
+			Replaced: res.Stored && res.Replaced != nil, Held: res.Held}
 	}
-	g.Wait()
 	shardrpc.WriteJSON(w, http.StatusOK, out)
-}
-
-// storeClientManifest stores m, a client's write fenced by the key's
-// lease (fence: the holder, or shardrpc.NoLease; shardrpc.Unfenced: an
-// internal write, stored without a check as a single put without the
-// lease parameter is), and queues its
-// follow-up work. Its result's Current is the key's current version after
-// the write, which is newer than m when a newer write got there first.
-func (s *Server) storeClientManifest(ctx context.Context, m *metadata.Manifest, fence string) (metadata.PutResult, error) {
-	if m == nil {
-		return metadata.PutResult{}, fmt.Errorf("%w: no manifest", shardrpc.ErrBadRequest)
-	}
-	if fence == shardrpc.Unfenced {
-		return s.storeManifest(ctx, m)
-	}
-	done, err := s.leases.admit(shardrpc.LeaseName(m.Bucket, m.Key), fence, s.now())
-	if err != nil {
-		return metadata.PutResult{}, err
-	}
-	defer done()
-	return s.storeManifest(ctx, m)
 }

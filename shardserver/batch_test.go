@@ -86,3 +86,43 @@ func TestPutBatchUnfenced(t *testing.T) {
 		t.Fatalf("unfenced batch: %+v, want stored", r)
 	}
 }
+
+// TestPutBatchMixed: the manifests of one batch are stored together, but
+// each has its own outcome: a key whose lease another writer holds is
+// refused alone, a key sent twice takes both writes in order, and the
+// others are stored.
+func TestPutBatchMixed(t *testing.T) {
+	env := newEnv(t, nil)
+	ctx := context.Background()
+	mk := func(key string, ts int64) *metadata.Manifest {
+		return &metadata.Manifest{Bucket: "b", Key: key, Version: metadata.Version{TS: ts, Writer: "w"}, Deleted: true}
+	}
+	if err := env.client.AcquireLease(ctx, env.addr, shardrpc.LeaseName("b", "k1"), "gw-1/x", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.client.PutManifestsFenced(ctx, env.addr,
+		[]*metadata.Manifest{mk("k1", 100), mk("k2", 100), mk("k2", 200), mk("k3", 100)}, shardrpc.NoLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err(), shardrpc.ErrLeaseHeld) {
+		t.Errorf("k1, its lease held: %+v, want refused", res[0])
+	}
+	for i, want := range []int64{100, 200, 100} {
+		if r := res[i+1]; r.Err() != nil || !r.Stored || r.Current == nil || r.Current.TS != want {
+			t.Errorf("result %d: %+v, want stored, current at %d", i+1, r, want)
+		}
+	}
+	if !res[2].Replaced {
+		t.Errorf("k2's second write: %+v, want it to have replaced the first", res[2])
+	}
+	for key, want := range map[string]int64{"k2": 200, "k3": 100} {
+		m, err := env.client.GetManifest(ctx, env.addr, "b", key)
+		if err != nil || m.Version.TS != want {
+			t.Errorf("%s: %v, %v; want the version at %d", key, m, err, want)
+		}
+	}
+	if _, err := env.client.GetManifest(ctx, env.addr, "b", "k1"); !errors.Is(err, shardrpc.ErrNotFound) {
+		t.Errorf("k1: %v, want not found", err)
+	}
+}

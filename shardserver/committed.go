@@ -110,6 +110,9 @@ func (s *Server) confirmed(w http.ResponseWriter, r *http.Request) {
 		}
 		if current && previous {
 			s.notes.add(v)
+			if req.Switch {
+				s.expedite(v)
+			}
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
@@ -153,5 +154,94 @@ func TestCommittedSetTellsVersionsApart(t *testing.T) {
 	}
 	if !c.take(shardrpc.VersionRef{Bucket: "ab", Key: "c", Version: v}) {
 		t.Fatal("the note itself was not taken")
+	}
+}
+
+// TestNoticeConfirmsEarly: a notice that the current version is on a
+// write quorum runs its confirm job at once (runEarlyConfirms), without
+// waiting for GCDelay and without asking a peer; the replaced version's
+// shard file still waits GCDelay from then, for reads in flight. The job
+// itself, when due, finds nothing left to do.
+func TestNoticeConfirmsEarly(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); ce.srv.runEarlyConfirms(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	ce.putManifest(t, v1)
+	ce.putManifest(t, v2)
+	ce.setPeers(0, 9, peerState{err: errors.New("connection refused")})
+	ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v2.Version}
+	if err := ce.client.SwitchConfirmed(ctx, ce.addr, []shardrpc.VersionRef{ref}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ce.state(t) != "2 |" {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the notice, the clock still: versions %q, want v1 dropped", ce.state(t))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ce.peers.calls != 0 {
+		t.Fatalf("the early run asked %d peers, want none", ce.peers.calls)
+	}
+	ce.tick(t, testGCDelay-time.Second)
+	if !ce.exists(t, "p1", 1) {
+		t.Fatal("the replaced version's shard was collected before GCDelay had passed since its drop")
+	}
+	ce.tick(t, 2*time.Second)
+	if ce.exists(t, "p1", 1) {
+		t.Fatal("the replaced version's shard outlived GCDelay after its drop")
+	}
+	if got := ce.state(t); got != "2 |" || ce.peers.calls != 0 {
+		t.Fatalf("after the job's own run: versions %q, %d peers asked; want v2 alone, none", got, ce.peers.calls)
+	}
+}
+
+// TestEarlyConfirmLeavesWhatNeedsAsking: an early run never asks the
+// peers and never rolls back: a version that was not noted keeps its
+// previous versions (and its job) until the job's own run.
+func TestEarlyConfirmLeavesWhatNeedsAsking(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ctx := context.Background()
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	ce.putManifest(t, v1)
+	ce.putManifest(t, v2)
+	ce.setPeers(0, 9, peerState{err: errors.New("connection refused")})
+	now := ce.clock.now()
+	j := metadata.ConfirmJob{Bucket: "b", Key: "k", Version: v2.Version, Since: now.Add(-time.Hour), Due: now}
+	done, err := ce.srv.confirm(ctx, j, true)
+	if err != nil || done {
+		t.Fatalf("early run of an unnoted version: done %v (%v), want not done", done, err)
+	}
+	if got := ce.state(t); got != "2 | 1" || ce.peers.calls != 0 {
+		t.Fatalf("after it: versions %q, %d peers asked; want both kept, none asked", got, ce.peers.calls)
+	}
+}
+
+// TestOnlySwitchNoticesExpedite: a gateway's notice (after an overwrite or
+// a delete) notes the version for its job but queues no early run, so the
+// drop stays out of the client's requests; a repair switch's notice
+// queues one.
+func TestOnlySwitchNoticesExpedite(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ctx := context.Background()
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	ce.putManifest(t, v1)
+	ce.putManifest(t, v2)
+	ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v2.Version}
+	if err := ce.client.Confirmed(ctx, ce.addr, []shardrpc.VersionRef{ref}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ce.srv.early); n != 0 {
+		t.Fatalf("a gateway's notice queued %d early runs, want none", n)
+	}
+	if err := ce.client.SwitchConfirmed(ctx, ce.addr, []shardrpc.VersionRef{ref}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ce.srv.early); n != 1 {
+		t.Fatalf("a switch's notice queued %d early runs, want one", n)
 	}
 }

@@ -203,7 +203,7 @@ func (s *Server) runConfirms(ctx context.Context) (int, error) {
 		g.SetLimit(16)
 		for _, j := range jobs {
 			g.Go(func() error {
-				ok, err := s.confirm(ctx, j)
+				ok, err := s.confirm(ctx, j, false)
 				if err != nil {
 					return err
 				}
@@ -241,8 +241,14 @@ func (s *Server) retryDelay() time.Duration {
 }
 
 // confirm runs one job; done is false when it must be asked again.
-func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool, err error) {
-	cur, prev, err := s.meta.Versions(ctx, j.Bucket, j.Key)
+//
+// An early run (runEarlyConfirms, on a notice) only confirms a noted
+// version that needs no asking, and otherwise leaves the job as it was.
+func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob, early bool) (done bool, err error) {
+	// NB: most jobs find their key confirmed already (by an early run)
+	// or moved on: the current record alone says so (no inline data is
+	// read, and the previous versions only when the record has some).
+	cur, prev, err := s.meta.VersionsNoInline(ctx, j.Bucket, j.Key)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return true, nil
 	}
@@ -254,10 +260,17 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool,
 		// job), or there is nothing left to decide.
 		return true, nil
 	}
+	rw := len(rewritten(cur, prev)) > 0
+	if early && rw {
+		return false, nil // it takes asking: the job's own run does it
+	}
 	verdict := verdictConfirm
 	var t tally
 	noted := s.noted(cur)
-	if !noted || len(rewritten(cur, prev)) > 0 {
+	if early && !noted {
+		return false, nil
+	}
+	if !noted || rw {
 		// NB: a noted version is visible, but a previous manifest
 		// rewritten by another previous one (a noncurrent version's
 		// repair switch or update) goes only once that one is seen
@@ -286,7 +299,11 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool,
 		for _, d := range dropped {
 			s.enqueueGarbage(ctx, garbage(d, cur, s.cfg.NodeID), due)
 		}
-		s.m.confirms.WithLabelValues("confirmed").Inc()
+		outcome := "confirmed"
+		if early {
+			outcome = "confirmed_early"
+		}
+		s.m.confirms.WithLabelValues(outcome).Inc()
 		return true, nil
 	case verdictRollBack:
 		failed, err := s.meta.RollBack(ctx, j.Bucket, j.Key, cur.Version)

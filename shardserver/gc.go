@@ -52,22 +52,32 @@ func garbage(old, cur *metadata.Manifest, node string) []shardRef {
 // storeManifest stores m with the jobs its result calls for queued in the
 // same batch (putJobs), then does the rest (afterPut).
 func (s *Server) storeManifest(ctx context.Context, m *metadata.Manifest) (metadata.PutResult, error) {
-	var confirm *metadata.ConfirmJob
-	res, err := s.meta.PutManifestQueued(ctx, m, func(res metadata.PutResult) (*metadata.ConfirmJob, *metadata.TombstoneJob) {
+	res, errs := s.storeManifests(ctx, []*metadata.Manifest{m})
+	return res[0], errs[0]
+}
+
+// storeManifests is storeManifest for many manifests, written in one
+// synced batch (metadata.Store.PutManifestsQueued).
+func (s *Server) storeManifests(ctx context.Context, ms []*metadata.Manifest) ([]metadata.PutResult, []error) {
+	wake := false
+	results, errs := s.meta.PutManifestsQueued(ctx, ms, func(res metadata.PutResult) (*metadata.ConfirmJob, *metadata.TombstoneJob) {
 		cj, tj := s.putJobs(res)
-		confirm = cj
+		if cj != nil && !cj.Due.After(cj.Since) {
+			wake = true
+		}
 		return cj, tj
 	})
-	if err != nil {
-		return res, err
-	}
-	if confirm != nil && !confirm.Due.After(confirm.Since) {
+	if wake {
 		s.wakeConfirms()
 	}
-	// NB: the manifest is stored; its follow-up work is done even if the
-	// client has gone away meanwhile.
-	s.afterPut(context.WithoutCancel(ctx), res)
-	return res, nil
+	// NB: the manifests are stored; their follow-up work is done even if
+	// the client has gone away meanwhile.
+	for i, res := range results {
+		if errs[i] == nil {
+			s.afterPut(context.WithoutCancel(ctx), res)
+		}
+	}
+	return results, errs
 }
 
 // putJobs returns the jobs a manifest write calls for, which the store

@@ -15,7 +15,7 @@ type metrics struct {
 	shardWriteBytes  prometheus.Counter
 	checksumFailures prometheus.Counter
 	gcDeleted        *prometheus.CounterVec // by reason: replaced, orphan, temp
-	confirms         *prometheus.CounterVec // confirm job outcomes: confirmed, rolled_back, retried
+	confirms         *prometheus.CounterVec // confirm job outcomes: confirmed, confirmed_early, rolled_back, retried
 	tombstones       *prometheus.CounterVec // tombstone checks by outcome (tombVerdict, kept)
 	requestSeconds   *prometheus.HistogramVec
 }
@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "regen_shard_gc_deleted_total", Help: "Shard files deleted by garbage collection, by reason.",
 		}, []string{"reason"}),
 		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "regen_shard_confirm_jobs_total", Help: "Confirm jobs of replaced manifest versions, by outcome (confirmed, rolled_back, retried).",
+			Name: "regen_shard_confirm_jobs_total", Help: "Confirm jobs of replaced manifest versions, by outcome (confirmed; confirmed_early: on a quorum notice, before the job was due; rolled_back, retried).",
 		}, []string{"outcome"}),
 		tombstones: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regen_shard_tombstone_checks_total", Help: "Tombstone collection checks, by outcome (collected, waiting: a server holds an older version, blocked: a server did not answer, superseded, kept: versions under it).",

@@ -34,6 +34,8 @@ type Server struct {
 	// confirmNow wakes Run for a confirm job due at once (a key that
 	// reached metadata.MaxPrevious), rather than at the next GC tick.
 	confirmNow chan struct{}
+	// early takes noted versions to runEarlyConfirms (confirm_early.go).
+	early chan shardrpc.VersionRef
 	// drainMu serializes drain flag changes (file and gossip together).
 	drainMu sync.Mutex
 	// dataPath counts the data-path steps bytes took here (see
@@ -100,6 +102,7 @@ func New(cfg Config) (*Server, error) {
 		tpeers: peers,
 
 		confirmNow: make(chan struct{}, 1),
+		early:      make(chan shardrpc.VersionRef, earlyQueue),
 	}
 	if s.rep, err = newRepairState(cfg); err != nil {
 		meta.Close()
@@ -204,6 +207,12 @@ func (s *Server) Run(ctx context.Context) error {
 	defer uploads.Stop()
 	var lastConfirms time.Time
 	s.runStart = s.now()
+	early := make(chan struct{})
+	go func() {
+		defer close(early)
+		s.runEarlyConfirms(ctx)
+	}()
+	defer func() { <-early }()
 	for {
 		select {
 		case <-ctx.Done():

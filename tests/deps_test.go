@@ -25,12 +25,13 @@ var allowedImports = map[string][]string{
 	"internal/s3policy":  {},
 	"internal/connguard": {},
 	"internal/sse":       {},
-	"internal/shardrpc":  {"metadata"},
+	"internal/pause":     {},
+	"internal/shardrpc":  {"metadata", "internal/pause"},
 	"internal/stripe":    {"codec", "metadata", "internal/shardrpc"},
 	"shardserver":        {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/connguard"},
-	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4", "internal/s3policy", "internal/connguard", "internal/sse"},
-	"repair":             {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe"},
-	"internal/chaos":     {"internal/cluster", "internal/sigv4"},
+	"gateway":            {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/sigv4", "internal/s3policy", "internal/connguard", "internal/sse", "internal/pause"},
+	"repair":             {"codec", "metadata", "internal/shardrpc", "internal/cluster", "internal/placement", "internal/stripe", "internal/pause"},
+	"internal/chaos":     {"internal/cluster", "internal/sigv4", "internal/pause"},
 }
 
 func TestImportArrows(t *testing.T) {

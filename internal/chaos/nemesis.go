@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/regen-s3/regen/internal/pause"
 )
 
 // Target is what the nemesis breaks: a cluster's shard servers and its
@@ -110,20 +112,11 @@ func (n *Nemesis) set(state string, event bool) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
-}
-
 func (n *Nemesis) wait(ctx context.Context, d time.Duration) bool {
 	if n.hold != nil {
 		return n.hold(ctx, d)
 	}
-	return sleep(ctx, d)
+	return pause.For(ctx, d) == nil
 }
 
 func secs(rng *rand.Rand, lo, hi int) time.Duration {
@@ -330,7 +323,7 @@ func (n *Nemesis) WaitRedundant(parent context.Context, wait time.Duration) (tim
 			why = err.Error()
 		}
 		n.set("healing: "+why, false)
-		if !sleep(ctx, 500*time.Millisecond) {
+		if pause.For(ctx, 500*time.Millisecond) != nil {
 			if parent.Err() != nil {
 				return time.Since(start), false // cut short by the end of the run: not measured
 			}

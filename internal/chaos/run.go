@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/regen-s3/regen/internal/pause"
 )
 
 // Config is one chaos run.
@@ -238,7 +240,7 @@ func finalRead(ctx context.Context, w *Workload, gw int, key string) Op {
 		if o.Result != Failed || time.Now().After(deadline) || ctx.Err() != nil {
 			return o
 		}
-		sleep(ctx, time.Second)
+		_ = pause.For(ctx, time.Second)
 	}
 }
 
@@ -251,7 +253,7 @@ func finalList(ctx context.Context, w *Workload, gw int, bucket string, delimite
 		if o.Result != Failed || time.Now().After(deadline) || ctx.Err() != nil {
 			return o
 		}
-		sleep(ctx, time.Second)
+		_ = pause.For(ctx, time.Second)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -103,7 +104,13 @@ func (w *Workload) client(ctx context.Context, id int) {
 		case p < 88:
 			o = w.head(ctx, id, gw, key)
 		case p < 98:
-			o = w.del(ctx, id, gw, key, seq%2 == 1)
+			var more []Op
+			o, more = w.del(ctx, id, gw, key, seq%2 == 1, rng)
+			for _, m := range more {
+				if m.Err != errRefused { // NB: not sent
+					w.record(m)
+				}
+			}
 		default:
 			bucket, _ := split(key)
 			o = w.list(ctx, id, gw, bucket, seq%2 == 1)
@@ -266,33 +273,58 @@ func (w *Workload) head(ctx context.Context, client, gw int, key string) Op {
 }
 
 // del deletes key through gateway gw: by DELETE, or, batched, by a
-// DeleteObjects request of that one key (every other delete of a client).
-func (w *Workload) del(ctx context.Context, client, gw int, key string, batched bool) Op {
-	o := Op{Client: client, Gateway: gw, Key: key, Kind: Delete}
+// DeleteObjects request (every other delete of a client) of key and up to
+// two other keys of its bucket, so that a shard server's batch of
+// tombstones holds several keys (one pebble batch, metadata
+// PutManifestsQueued). Each key of a request is an operation of its own
+// with the request's times: o is key's, more the others'.
+func (w *Workload) del(ctx context.Context, client, gw int, key string, batched bool, rng *rand.Rand) (o Op, more []Op) {
 	bucket, k := split(key)
+	keys := []string{k}
+	if batched {
+		for range rng.IntN(3) {
+			if b, name := split(w.Keys[rng.IntN(len(w.Keys))]); b == bucket && !slices.Contains(keys, name) {
+				keys = append(keys, name)
+			}
+		}
+	}
+	errs := make([]error, len(keys))
 	c, cancel, start := w.begin(ctx)
-	var err error
 	if batched {
 		// NB: DeleteObjects takes its own path (batched lookups and
 		// tombstones, gateway/delete_batch.go), with the same promises.
-		objs := make(chan minio.ObjectInfo, 1)
-		objs <- minio.ObjectInfo{Key: k}
+		objs := make(chan minio.ObjectInfo, len(keys))
+		for _, k := range keys {
+			objs <- minio.ObjectInfo{Key: k}
+		}
 		close(objs)
+		var reqErr error // one with no key: the request failed
 		for e := range w.clients[gw].RemoveObjects(c, bucket, objs, minio.RemoveObjectsOptions{}) {
-			if err == nil {
-				err = e.Err
+			if i := slices.Index(keys, e.ObjectName); i >= 0 {
+				errs[i] = e.Err
+			} else if reqErr == nil {
+				reqErr = e.Err
+			}
+		}
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = reqErr
 			}
 		}
 	} else {
-		err = w.clients[gw].RemoveObject(c, bucket, k, minio.RemoveObjectOptions{})
+		errs[0] = w.clients[gw].RemoveObject(c, bucket, k, minio.RemoveObjectOptions{})
 	}
 	cancel()
-	o.Result = classify(err, NoCond)
-	if o.Result != OK {
-		o.Result = Failed // S3 answers 204 whether or not the key exists
+	ops := make([]Op, len(keys))
+	for i, k := range keys {
+		ops[i] = Op{Client: client, Gateway: gw, Key: bucket + "/" + k, Kind: Delete}
+		ops[i].Result = classify(errs[i], NoCond)
+		if ops[i].Result != OK {
+			ops[i].Result = Failed // S3 answers 204 whether or not the key exists
+		}
+		w.finish(&ops[i], start, errs[i])
 	}
-	w.finish(&o, start, err)
-	return o
+	return ops[0], ops[1:]
 }
 
 // ListDelimiter is the delimiter of the workload's delimiter listings.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/regen-s3/regen/internal/pause"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -358,7 +359,7 @@ func (c *Client) send(ctx context.Context, addr, op, method, path string, q url.
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		if err := sleepCtx(ctx, busyBackoff(try)); err != nil {
+		if err := pause.For(ctx, busyBackoff(try)); err != nil {
 			return nil, &NodeError{Addr: addr, Op: op, Err: err}
 		}
 		if req, err = rewind(req); err != nil {
@@ -399,18 +400,6 @@ func rewind(req *http.Request) (*http.Request, error) {
 		r.Body = b
 	}
 	return r, nil
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // do sends a request and returns a 2xx response; any other outcome is a

@@ -1,0 +1,19 @@
+package pause
+
+import (
+	"context"
+	"time"
+)
+
+// For waits d, or until ctx ends: then it returns ctx's error. A timer,
+// not time.After, so an early end frees it at once.
+func For(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
