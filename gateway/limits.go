@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -39,10 +40,24 @@ func (g *Gateway) listen(ln net.Listener) (*connguard.Listener, error) {
 		MaxConnsPerIP: l.MaxConnsPerIP,
 		ReadIdle:      l.ReadTimeout,
 		WriteIdle:     l.WriteTimeout,
-		Refusal:       slowDownResponse(),
-		Logger:        g.log.With("component", "listener"),
+		// An answer given before a PUT's body was read (a bad
+		// signature, too few shard servers, no body memory) reaches a
+		// client still writing the body instead of a connection reset:
+		// enough for a single PUT or an upload part of ordinary size.
+		Linger:      lingerTime,
+		LingerBytes: lingerBytes,
+		Refusal:     slowDownResponse(),
+		Logger:      g.log.With("component", "listener"),
 	})
 }
+
+// What a connection the gateway closes reads of a body it did not want
+// (connguard.Config.Linger): a client that declared gigabytes, or holds
+// its body back, costs no more than this before the close.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 16 << 20
+)
 
 // slowDownResponse is the whole HTTP answer to a connection refused by a
 // cap: S3's SlowDown, which every SDK retries with back-off.

@@ -52,6 +52,7 @@ func TestHostileInput(t *testing.T) {
 	t.Run("IdleConnection", h.idleConnection)
 	t.Run("UnusedConnection", h.unusedConnection)
 	t.Run("StalledBody", h.stalledBody)
+	t.Run("EarlyRefusal", h.earlyRefusal)
 	t.Run("HugeHeaders", h.hugeHeaders)
 	t.Run("BadFraming", h.badFraming)
 	t.Run("XMLBodies", h.xmlBodies)
@@ -352,6 +353,51 @@ func (h *hostile) badFraming(t *testing.T) {
 	for _, k := range []string{"neg", "twolen", "clte", "gzipte", "nolen"} {
 		h.absent(t, "hostile", k)
 	}
+	h.serves(t)
+}
+
+// earlyRefusal: a PUT refused before its body is read (here, a bad
+// signature) gets its S3 error, not a connection reset, when the client
+// writes the whole body before it reads the answer, as Go's net/http and
+// the SDKs do: the gateway's connection lingers (connguard's Linger).
+func (h *hostile) earlyRefusal(t *testing.T) {
+	host := strings.TrimPrefix(h.d.info.Endpoint, "http://")
+	req, err := http.NewRequest("PUT", h.d.info.Endpoint+"/hostile/refused", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigv4.Sign(req, h.d.info.AccessKey, "not-the-secret", "us-east-1", time.Now(), sigv4.UnsignedPayload)
+	conn, err := net.DialTimeout("tcp", host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const size = 12 << 20
+	var b strings.Builder
+	fmt.Fprintf(&b, "PUT /hostile/refused HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", host, size)
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+		}
+	}
+	b.WriteString("\r\n")
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(conn, io.LimitReader(zeroReader{}, size)); err != nil {
+		t.Fatalf("writing the body of a refused PUT: %v (the gateway closed without reading it)", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatalf("reading the answer to a refused PUT: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m := codeRE.FindStringSubmatch(string(body)); resp.StatusCode != 403 || m == nil || m[1] != "SignatureDoesNotMatch" {
+		t.Fatalf("refused PUT: %d %s, want 403 SignatureDoesNotMatch", resp.StatusCode, body)
+	}
+	h.absent(t, "hostile", "refused")
 	h.serves(t)
 }
 

@@ -33,6 +33,20 @@ type Config struct {
 	// process is out of descriptors: a complete HTTP response (with
 	// "Connection: close"). Nil: the connection is closed without a word.
 	Refusal []byte
+	// Linger is how long a connection the server closes keeps reading
+	// (and discarding) what the client still sends, after a half-close
+	// that tells the client the answer is complete; 0: it is closed at
+	// once. Why: closing a socket with unread bytes makes the kernel send
+	// a reset, which can destroy an answer the client has not read yet;
+	// an HTTP server that answers a request before reading its body (a
+	// refused PUT) loses its answer to a client still writing that body.
+	// At most maxLingering connections linger at once; others close at
+	// once, as do all while the process is short of descriptors, and TLS
+	// connections.
+	Linger time.Duration
+	// LingerBytes bounds what one lingering connection reads; once it is
+	// read the connection is closed. Needed with Linger.
+	LingerBytes int64
 	// Logger receives warnings, at most one per kind every 10 s; nil
 	// discards them.
 	Logger *slog.Logger
@@ -45,6 +59,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("connguard: negative connection cap (%d overall, %d per address)", c.MaxConns, c.MaxConnsPerIP)
 	case c.ReadIdle < 0 || c.WriteIdle < 0:
 		return fmt.Errorf("connguard: negative idle timeout (read %v, write %v)", c.ReadIdle, c.WriteIdle)
+	case c.Linger < 0 || c.LingerBytes < 0 || (c.Linger > 0) != (c.LingerBytes > 0):
+		return fmt.Errorf("connguard: linger %v for %d bytes: want both positive or both 0", c.Linger, c.LingerBytes)
 	}
 	return nil
 }
@@ -55,8 +71,11 @@ func (c Config) Validate() error {
 const (
 	refuseTimeout = 2 * time.Second
 	maxRefusing   = 64
-	maxBackoff    = time.Second
-	warnEvery     = 10 * time.Second
+	// maxLingering bounds the connections lingering at once (Linger):
+	// each holds a descriptor and a goroutine for up to Config.Linger.
+	maxLingering = 256
+	maxBackoff   = time.Second
+	warnEvery    = 10 * time.Second
 	// reclaimIdle: while out of descriptors, a connection that is not in
 	// a request body and has moved no byte for this long is closed (a
 	// flood of silent connections, or idle keep-alives), so that new
@@ -80,6 +99,7 @@ type Listener struct {
 		reserve *os.File           // held so that a refusal can be answered at EMFILE
 	}
 	refusing  chan struct{}
+	lingering chan struct{}
 	refused   atomic.Int64
 	fdShort   atomic.Int64
 	reclaimed atomic.Int64
@@ -91,7 +111,8 @@ func Listen(ln net.Listener, cfg Config) (*Listener, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Listener{Listener: ln, cfg: cfg, log: cfg.Logger, refusing: make(chan struct{}, maxRefusing)}
+	l := &Listener{Listener: ln, cfg: cfg, log: cfg.Logger, refusing: make(chan struct{}, maxRefusing),
+		lingering: make(chan struct{}, maxLingering)}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
@@ -195,13 +216,15 @@ func (l *Listener) reclaim() {
 		if len(idle) == limit {
 			break
 		}
-		if !c.body.Load() && c.active.Load() < cutoff {
+		if c.lingers.Load() || !c.body.Load() && c.active.Load() < cutoff {
 			idle = append(idle, c)
 		}
 	}
 	l.mu.Unlock()
 	for _, c := range idle {
-		c.Close() // the server's blocked Read fails and it lets go
+		// NB: at once, without lingering: the server's blocked Read (or
+		// a lingering connection's) fails and it lets go.
+		c.closeNow()
 	}
 	if len(idle) > 0 {
 		l.reclaimed.Add(int64(len(idle)))
@@ -336,7 +359,10 @@ type Conn struct {
 	active atomic.Int64 // unix nanos of the last byte moved (or accept)
 	// read: the peer has sent at least one byte (see NothingReadOf).
 	read atomic.Bool
-	once sync.Once
+	// lingers: closed by the server, reading what the client still
+	// sends (Config.Linger).
+	lingers atomic.Bool
+	once    sync.Once
 }
 
 // StartBody starts the body phase: until the server next sets a read
@@ -402,10 +428,58 @@ func unixNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// Close closes the connection and frees its place under the caps.
+// Close closes the connection and frees its place under the caps. With
+// Config.Linger it returns at once and the connection lingers: it is
+// half-closed, so the client reads the answer to its end and sees the
+// connection end, and what the client still sends is read and discarded
+// until it closes its side, Config.LingerBytes are read or Config.Linger
+// has passed; then it is closed and its place freed.
 func (c *Conn) Close() error {
+	first := false
+	c.once.Do(func() { first = true })
+	if !first {
+		return c.Conn.Close()
+	}
+	if c.l.cfg.Linger <= 0 {
+		defer c.l.release(c)
+		return c.Conn.Close()
+	}
+	// NB: plain TCP only: a TLS half-close writes an alert record, which
+	// can block on a client that reads nothing.
+	cw, ok := c.Conn.(*net.TCPConn)
+	if !ok {
+		defer c.l.release(c)
+		return c.Conn.Close()
+	}
+	select {
+	case c.l.lingering <- struct{}{}:
+	default:
+		defer c.l.release(c)
+		return c.Conn.Close()
+	}
+	// NB: half-closed before Close returns, so that nothing written
+	// after it goes out (a server that closes a connection to answer
+	// nothing, then writes, must not be heard).
+	if err := cw.CloseWrite(); err != nil {
+		<-c.l.lingering
+		defer c.l.release(c)
+		return c.Conn.Close()
+	}
+	c.lingers.Store(true)
+	go func() {
+		defer func() { <-c.l.lingering }()
+		defer c.l.release(c)
+		defer c.Conn.Close()
+		c.Conn.SetReadDeadline(time.Now().Add(c.l.cfg.Linger))
+		io.CopyN(io.Discard, c.Conn, c.l.cfg.LingerBytes)
+	}()
+	return nil
+}
+
+// closeNow closes the connection without lingering.
+func (c *Conn) closeNow() {
 	c.once.Do(func() { c.l.release(c) })
-	return c.Conn.Close()
+	c.Conn.Close()
 }
 
 // CloseWrite half-closes the connection where the transport can.

@@ -329,3 +329,114 @@ func TestNothingRead(t *testing.T) {
 		t.Fatal("an unguarded connection counts as a guarded unused one")
 	}
 }
+
+// answerEarly accepts one connection of l, reads the first 64 bytes the
+// client sends, answers and closes it, as an HTTP server refusing a PUT
+// before reading its body does.
+func answerEarly(t *testing.T, l *Listener, answer string) {
+	t.Helper()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		io.ReadFull(c, make([]byte, 64))
+		c.Write([]byte(answer))
+		c.Close()
+	}()
+}
+
+// sendThenRead writes size bytes to a new connection of l, then reads
+// what comes back to its end: the client of answerEarly.
+func sendThenRead(t *testing.T, l *Listener, size int64) (got string, werr, rerr error) {
+	t.Helper()
+	c := dial(t, l)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, werr = io.Copy(c, io.LimitReader(zeros{}, size))
+	b, rerr := io.ReadAll(c)
+	c.Close()
+	return string(b), werr, rerr
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// An answer written before the request was read whole reaches a client
+// that writes all of its request before it reads: closed at once, the
+// unread bytes make the kernel reset the connection, and the client's
+// write or read fails.
+func TestLingerKeepsTheAnswer(t *testing.T) {
+	const size = 24 << 20 // more than the socket buffers of both ends hold
+	l := listen(t, Config{Linger: 2 * time.Second, LingerBytes: 32 << 20})
+	answerEarly(t, l, "refused")
+	got, werr, rerr := sendThenRead(t, l, size)
+	if werr != nil || rerr != nil || got != "refused" {
+		t.Fatalf("lingering: wrote with %v, read %q with %v; want the whole request written and the answer read", werr, got, rerr)
+	}
+	waitOpen(t, l, 0, time.Second)
+
+	l = listen(t, Config{})
+	answerEarly(t, l, "refused")
+	got, werr, rerr = sendThenRead(t, l, size)
+	if werr == nil && rerr == nil && got == "refused" {
+		t.Fatal("without lingering the answer came through too: this test shows nothing")
+	}
+	t.Logf("without lingering: wrote with %v, read %q with %v", werr, got, rerr)
+}
+
+// A lingering connection ends at LingerBytes, at Linger for a client that
+// neither sends nor closes, and at once when the process runs short of
+// descriptors; the client sees the answer's end at the close, not after
+// the linger.
+func TestLingerBounded(t *testing.T) {
+	l := listen(t, Config{Linger: time.Second, LingerBytes: 1 << 20})
+	answerEarly(t, l, "refused")
+	_, werr, _ := sendThenRead(t, l, 64<<20)
+	if werr == nil {
+		t.Fatal("a client sending 64 MiB to a connection lingering for 1 MiB wrote it all")
+	}
+	waitOpen(t, l, 0, time.Second)
+
+	answerEarly(t, l, "refused")
+	c := dial(t, l)
+	c.Write(make([]byte, 64))
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if b, err := io.ReadAll(c); err != nil || string(b) != "refused" {
+		t.Fatalf("silent client: read %q with %v before the linger ended, want the answer and EOF", b, err)
+	}
+	if n := l.Stats().Open; n != 1 {
+		t.Fatalf("%d connections open while one lingers, want 1", n)
+	}
+	start := time.Now()
+	waitOpen(t, l, 0, 3*time.Second)
+	t.Logf("silent client's connection closed %v after its answer", time.Since(start).Round(10*time.Millisecond))
+
+	answerEarly(t, l, "refused")
+	c = dial(t, l)
+	c.Write(make([]byte, 64))
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	io.ReadAll(c)
+	l.reclaim()
+	waitOpen(t, l, 0, 200*time.Millisecond)
+}
+
+// waitOpen waits up to d for l to count n open connections.
+func waitOpen(t *testing.T, l *Listener, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for l.Stats().Open != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections open after %v, want %d", l.Stats().Open, d, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLingerConfig(t *testing.T) {
+	for _, c := range []Config{{Linger: time.Second}, {LingerBytes: 1}, {Linger: -1, LingerBytes: -1}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: valid, want an error", c)
+		}
+	}
+}
