@@ -2,7 +2,9 @@ package repair
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +30,17 @@ func (s *walkCounter) EachManifest(_ context.Context, fn func(*metadata.Manifest
 		}
 	}
 	return nil
+}
+
+// GetManifest reads the current manifest of (bucket, key) among the
+// walked ones, as the store a walk reads would.
+func (s *walkCounter) GetManifest(_ context.Context, bucket, key string) (*metadata.Manifest, error) {
+	for _, m := range s.ms {
+		if m.Bucket == bucket && m.Key == key {
+			return m, nil
+		}
+	}
+	return nil, metadata.ErrNotFound
 }
 
 // A scan walks the manifests only when something may have left a stripe
@@ -238,4 +251,129 @@ func scanWorker(t *testing.T, f *fakeCluster, ms ...*metadata.Manifest) (w *Work
 	w.now = func() time.Time { return *clock }
 	w.mrf.look(w.view(), "n0", *clock) // as runMRF does at start
 	return w, store, cfg, clock
+}
+
+// inlineGroups are n inline objects on n0..n3 (n0 coordinates them).
+func inlineGroups(n int) []*metadata.Manifest {
+	var ms []*metadata.Manifest
+	for i := range n {
+		ms = append(ms, &metadata.Manifest{Bucket: "b", Key: fmt.Sprintf("k%d", i), Version: metadata.Version{TS: 1, Writer: "gw"},
+			Code: "rs-2-2", Placement: []string{"n0", "n1", "n2", "n3"}, Inline: []byte("small")})
+	}
+	return ms
+}
+
+// moveOff gives m a copy of itself with its shard on from moved to to, as
+// a repair's switch leaves it.
+func moveOff(m *metadata.Manifest, from, to string) *metadata.Manifest {
+	c := *m
+	c.Placement = slices.Clone(m.Placement)
+	c.Placement[slices.Index(c.Placement, from)] = to
+	return &c
+}
+
+// A job that finds its group repaired since the walk that counted it (or
+// deleted) takes it off the counts, as a repair would; one whose group
+// still has a shard on a server down within its grace leaves it counted.
+func TestJobFindingItsGroupRepairedLeavesTheCounts(t *testing.T) {
+	f := newFakeCluster(5)
+	ms := inlineGroups(3)
+	w, store, cfg, clock := scanWorker(t, f, ms...)
+	ctx := context.Background()
+	f.mu.Lock()
+	f.members[3].State = cluster.StateDead
+	f.members[3].Since = *clock
+	f.mu.Unlock()
+	*clock = clock.Add(cfg.Grace + cfg.ScanInterval)
+	if err := w.scanner.once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Status(); got.Repair.Queued != 3 || got.Stripes.Degraded != 3 {
+		t.Fatalf("after the walk: queued %d, degraded %d, want 3 and 3", got.Repair.Queued, got.Stripes.Degraded)
+	}
+	store.ms[0] = moveOff(ms[0], "n3", "n4") // repaired by an earlier job
+	store.ms = store.ms[:2]                  // k2 deleted
+	jobs := map[string]*job{}
+	for range 3 {
+		j := w.sched.pop()
+		jobs[j.key] = j
+	}
+	for i, key := range []string{"k0", "k2"} {
+		j := jobs[key]
+		_, _, err := w.prepare(ctx, w.view(), j)
+		if !errors.Is(err, errNotDegraded) {
+			t.Fatalf("%s: prepare: %v, want errNotDegraded", j.ref(), err)
+		}
+		w.ended(ctx, j, Result{}, err, 0)
+		if got, want := w.Status().Stripes.Degraded, int64(2-i); got != want {
+			t.Fatalf("after %s: degraded %d, want %d", j.ref(), got, want)
+		}
+	}
+	// k1, on a server dead again within its grace: still degraded.
+	f.mu.Lock()
+	f.members[3].State = cluster.StateAlive
+	f.members[2].State = cluster.StateDead
+	f.members[2].Since = *clock
+	f.mu.Unlock()
+	store.ms[1] = moveOff(ms[1], "n3", "n4")
+	j := jobs["k1"]
+	_, _, err := w.prepare(ctx, w.view(), j)
+	if !errors.Is(err, errRetryLater) || errors.Is(err, errNotDegraded) {
+		t.Fatalf("a shard on a server down within its grace: prepare: %v, want errRetryLater only", err)
+	}
+	w.ended(ctx, j, Result{}, err, 0)
+	if got := w.Status().Stripes.Degraded; got != 1 {
+		t.Fatalf("degraded %d after a job deferred for a server within its grace, want 1", got)
+	}
+}
+
+// A walk that runs while jobs end counts the groups it saw degraded; one
+// whose job ends after the counts are installed, while the walk queues
+// what it found, comes off them and is not queued again: its second job
+// would find it repaired and take it off a second time, hiding another
+// group still degraded.
+func TestWalkDoesNotRequeueAGroupRepairedWhileItQueues(t *testing.T) {
+	f := newFakeCluster(5)
+	ms := inlineGroups(2)
+	w, store, cfg, clock := scanWorker(t, f, ms...)
+	ctx := context.Background()
+	f.mu.Lock()
+	f.members[3].State = cluster.StateDead
+	f.members[3].Since = *clock
+	f.mu.Unlock()
+	*clock = clock.Add(cfg.Grace + cfg.ScanInterval)
+	if err := w.scanner.once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := w.sched.pop() // running
+	other := w.sched.pop() // running; never ends here
+	w.scanner.markDirty(walkJob)
+	*clock = clock.Add(cfg.ScanInterval)
+	w.scanner.jobs = &endBeforeQueueing{scanJobs: w.scanner.jobs, ref: first.ref(), end: func() {
+		i := slices.IndexFunc(store.ms, func(m *metadata.Manifest) bool { return m.Key == first.key })
+		store.ms[i] = moveOff(ms[i], "n3", "n4")
+		w.ended(ctx, first, Result{Method: Inline}, nil, 0)
+	}}
+	if err := w.scanner.once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Status(); got.Stripes.Degraded != 1 || got.Repair.Queued != 0 {
+		t.Fatalf("after the walk: degraded %d, queued %d, want 1 (%s, running) and 0", got.Stripes.Degraded, got.Repair.Queued, other.ref())
+	}
+}
+
+// endBeforeQueueing ends a running job just before the walk queues that
+// job's group again.
+type endBeforeQueueing struct {
+	scanJobs
+	ref string
+	end func()
+}
+
+func (e *endBeforeQueueing) enqueue(j *job) bool {
+	if j.ref() == e.ref && e.end != nil {
+		e.end()
+		e.end = nil
+	}
+	return e.scanJobs.enqueue(j)
 }

@@ -67,6 +67,13 @@ type scanJobs interface {
 	// each that did not fail.
 	scanning(v nodeView)
 	scanned(ctx context.Context, v nodeView)
+	// holdEnded, from just before a walk installs its counts until
+	// releaseEnded after it queued what it found, keeps out of the queue
+	// the groups whose jobs came off the counts meanwhile: queued again,
+	// such a group's next job would find it repaired and take it off the
+	// counts a second time (errNotDegraded), hiding another group.
+	holdEnded()
+	releaseEnded()
 }
 
 // run scans every interval (less often when walks are slow: walkWait)
@@ -326,6 +333,10 @@ func (s *scanner) scan(ctx context.Context, v nodeView) error {
 	slices.Sort(counts.DownSeen)
 	slices.Sort(counts.UpSeen)
 	counts.Scanned = s.now().UTC().Format(time.RFC3339Nano)
+	// NB: held before the counts are installed: a job that takes its
+	// group off these counts is then kept out of the queue below.
+	s.jobs.holdEnded()
+	defer s.jobs.releaseEnded()
 	s.mu.Lock()
 	s.stripes = counts
 	s.mu.Unlock()

@@ -26,6 +26,10 @@ type scheduler struct {
 	mu       sync.Mutex
 	queue    jobQueue
 	inflight map[string]bool // refs queued or running
+	// held: refs whose jobs took their groups off a walk's counts while
+	// that walk queues what it found (holdEnded); not queued again
+	// meanwhile. Nil outside such a window.
+	held map[string]struct{}
 	// waiting: refs whose last try found no server to rebuild onto.
 	waiting map[string]bool
 	counts  shardrpc.RepairCounts
@@ -55,11 +59,42 @@ func newScheduler(cfg Config, now func() time.Time, m *metrics) *scheduler {
 		counts: shardrpc.RepairCounts{ByMethod: map[string]int64{}}}
 }
 
-// busy reports whether the object version ref names is queued or running.
+// busy reports whether the object version ref names is queued or running
+// (or held).
 func (s *scheduler) busy(ref string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.inflight[ref]
+	return s.busyLocked(ref)
+}
+
+func (s *scheduler) busyLocked(ref string) bool {
+	_, held := s.held[ref]
+	return s.inflight[ref] || held
+}
+
+// holdEnded starts keeping the refs keepEnded names out of the queue;
+// releaseEnded stops it and forgets them (scanJobs).
+func (s *scheduler) holdEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = map[string]struct{}{}
+}
+
+func (s *scheduler) releaseEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = nil
+}
+
+// keepEnded holds ref, whose job took its group off the walk's counts,
+// while a hold is on. Called before finish lets go of the job's ref, so
+// that the ref is never free to be queued again during the hold.
+func (s *scheduler) keepEnded(ref string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != nil {
+		s.held[ref] = struct{}{}
+	}
 }
 
 // add queues j, estimated already, unless its object is queued or running;
@@ -67,7 +102,7 @@ func (s *scheduler) busy(ref string) bool {
 func (s *scheduler) add(j *job, share float64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inflight[j.ref()] {
+	if s.busyLocked(j.ref()) {
 		return false
 	}
 	s.inflight[j.ref()] = true

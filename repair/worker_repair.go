@@ -86,7 +86,7 @@ func (w *Worker) repair(ctx context.Context, j *job) (Result, error) {
 func (w *Worker) prepare(ctx context.Context, v nodeView, j *job) (*metadata.Manifest, []int, error) {
 	m, err := w.manifestOf(ctx, j)
 	if errors.Is(err, metadata.ErrNotFound) {
-		return nil, nil, fmt.Errorf("%w: %s gone", errRetryLater, j.ref())
+		return nil, nil, fmt.Errorf("%w: %s gone", errNotDegraded, j.ref())
 	}
 	if err != nil {
 		return nil, nil, err
@@ -100,8 +100,11 @@ func (w *Worker) prepare(ctx context.Context, v nodeView, j *job) (*metadata.Man
 			return nil, nil, fmt.Errorf("%w: no longer coordinator of %s", errRetryLater, j.ref())
 		}
 		lost = nil
+		down := false
 		for i, id := range m.Placement {
-			if _, l := w.status(v, id); l {
+			d, l := w.status(v, id)
+			down = down || d
+			if l {
 				lost = append(lost, i)
 			}
 		}
@@ -113,9 +116,13 @@ func (w *Worker) prepare(ctx context.Context, v nodeView, j *job) (*metadata.Man
 			}
 			lost = draining(v, m.Placement)
 			if len(lost) == 0 {
-				return nil, nil, fmt.Errorf("%w: %s has no shards on draining servers any more", errRetryLater, j.ref())
+				return nil, nil, fmt.Errorf("%w: %s has no shards on draining servers any more", errNotDegraded, j.ref())
 			}
+		} else if len(lost) == 0 && !down {
+			return nil, nil, fmt.Errorf("%w: %s no longer has shards on servers down", errNotDegraded, j.ref())
 		} else if len(lost) == 0 {
+			// NB: still degraded (counted so), its servers down within
+			// their grace: not taken off the counts.
 			return nil, nil, fmt.Errorf("%w: %s no longer has lost shards", errRetryLater, j.ref())
 		}
 	}
