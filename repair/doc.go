@@ -24,7 +24,11 @@
 // local manifests only while something may be degraded and its last walk
 // did not queue it all (scan_skip.go), writes that missed a server are
 // queued (mrf.go), and the scrubber's position survives restarts
-// (scrub.go).
+// (scrub.go). Between walks the status follows the repair: a group comes
+// off the last walk's counts when its job repairs it or finds it repaired
+// already (errNotDegraded), and a walk holds such groups out of the queue
+// while it queues what it found, so that none comes off twice
+// (scheduler.holdEnded).
 //
 // The methods come from two papers: PUSH (Huang et al., "PUSH: A
 // Pipelined Reconstruction I/O for Erasure-Coded Storage Clusters", IEEE
