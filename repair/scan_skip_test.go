@@ -272,6 +272,20 @@ func moveOff(m *metadata.Manifest, from, to string) *metadata.Manifest {
 	return &c
 }
 
+// walkPastGrace kills member i of f and has w walk once its grace is over,
+// queueing the groups that had a shard there.
+func walkPastGrace(t *testing.T, f *fakeCluster, w *Worker, cfg Config, clock *time.Time, i int) {
+	t.Helper()
+	f.mu.Lock()
+	f.members[i].State = cluster.StateDead
+	f.members[i].Since = *clock
+	f.mu.Unlock()
+	*clock = clock.Add(cfg.Grace + cfg.ScanInterval)
+	if err := w.scanner.once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A job that finds its group repaired since the walk that counted it (or
 // deleted) takes it off the counts, as a repair would; one whose group
 // still has a shard on a server down within its grace leaves it counted.
@@ -280,14 +294,7 @@ func TestJobFindingItsGroupRepairedLeavesTheCounts(t *testing.T) {
 	ms := inlineGroups(3)
 	w, store, cfg, clock := scanWorker(t, f, ms...)
 	ctx := context.Background()
-	f.mu.Lock()
-	f.members[3].State = cluster.StateDead
-	f.members[3].Since = *clock
-	f.mu.Unlock()
-	*clock = clock.Add(cfg.Grace + cfg.ScanInterval)
-	if err := w.scanner.once(ctx); err != nil {
-		t.Fatal(err)
-	}
+	walkPastGrace(t, f, w, cfg, clock, 3)
 	if got := w.Status(); got.Repair.Queued != 3 || got.Stripes.Degraded != 3 {
 		t.Fatalf("after the walk: queued %d, degraded %d, want 3 and 3", got.Repair.Queued, got.Stripes.Degraded)
 	}
@@ -337,14 +344,7 @@ func TestWalkDoesNotRequeueAGroupRepairedWhileItQueues(t *testing.T) {
 	ms := inlineGroups(2)
 	w, store, cfg, clock := scanWorker(t, f, ms...)
 	ctx := context.Background()
-	f.mu.Lock()
-	f.members[3].State = cluster.StateDead
-	f.members[3].Since = *clock
-	f.mu.Unlock()
-	*clock = clock.Add(cfg.Grace + cfg.ScanInterval)
-	if err := w.scanner.once(ctx); err != nil {
-		t.Fatal(err)
-	}
+	walkPastGrace(t, f, w, cfg, clock, 3)
 	first := w.sched.pop() // running
 	other := w.sched.pop() // running; never ends here
 	w.scanner.markDirty(walkJob)
