@@ -437,33 +437,36 @@ func unixNano(t time.Time) int64 {
 func (c *Conn) Close() error {
 	first := false
 	c.once.Do(func() { first = true })
-	if !first {
-		return c.Conn.Close()
+	if first && c.linger() {
+		return nil
 	}
-	if c.l.cfg.Linger <= 0 {
+	if first {
 		defer c.l.release(c)
-		return c.Conn.Close()
 	}
+	return c.Conn.Close()
+}
+
+// linger starts Close's lingering (Config.Linger); false: the connection
+// is to be closed at once (no linger configured, TLS, too many lingering,
+// or the half-close failed).
+func (c *Conn) linger() bool {
 	// NB: plain TCP only: a TLS half-close writes an alert record, which
 	// can block on a client that reads nothing.
 	cw, ok := c.Conn.(*net.TCPConn)
-	if !ok {
-		defer c.l.release(c)
-		return c.Conn.Close()
+	if c.l.cfg.Linger <= 0 || !ok {
+		return false
 	}
 	select {
 	case c.l.lingering <- struct{}{}:
 	default:
-		defer c.l.release(c)
-		return c.Conn.Close()
+		return false
 	}
 	// NB: half-closed before Close returns, so that nothing written
 	// after it goes out (a server that closes a connection to answer
 	// nothing, then writes, must not be heard).
 	if err := cw.CloseWrite(); err != nil {
 		<-c.l.lingering
-		defer c.l.release(c)
-		return c.Conn.Close()
+		return false
 	}
 	c.lingers.Store(true)
 	go func() {
@@ -473,7 +476,7 @@ func (c *Conn) Close() error {
 		c.Conn.SetReadDeadline(time.Now().Add(c.l.cfg.Linger))
 		io.CopyN(io.Discard, c.Conn, c.l.cfg.LingerBytes)
 	}()
-	return nil
+	return true
 }
 
 // closeNow closes the connection without lingering.
