@@ -301,6 +301,22 @@ func (s *Server) putAccessKey(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// A fenced write (a gateway's change of the key under its record's
+	// lease, or a creation under its name's lease) lands only while its
+	// writer holds that lease; unfenced ones (gateways of an older
+	// version) are not checked.
+	if q := r.URL.Query(); q.Get(shardrpc.ParamLease) != "" {
+		name := shardrpc.AccessKeyLeaseName(k.ID)
+		if q.Get(shardrpc.ParamLeaseOf) == shardrpc.LeaseOfName {
+			name = shardrpc.AccessKeyNameLeaseName(k.Name)
+		}
+		done, err := s.leases.admit(name, q.Get(shardrpc.ParamLease), s.now())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer done()
+	}
 	stored, err := s.meta.PutAccessKey(r.Context(), &k)
 	if err != nil {
 		s.fail(w, r, err)

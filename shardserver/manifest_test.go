@@ -167,3 +167,56 @@ func TestBucketWriteFencedByLease(t *testing.T) {
 		t.Fatalf("buckets: %+v %v", bs, err)
 	}
 }
+
+// TestAccessKeyWriteFencedByLease: a fenced access key write lands only
+// while its writer holds the lease it is checked against: the record's
+// (AccessKeyLeaseName) for a change, the name's (AccessKeyNameLeaseName)
+// for a creation. So a flag change whose lease was released (or ran out)
+// cannot land over the deletion made under the next holder's lease, and a
+// creation cannot land without its name's lease.
+func TestAccessKeyWriteFencedByLease(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	k := metadata.AccessKey{ID: "RKF", Name: "fenced", Version: metadata.Version{TS: 1, Writer: "g"}, SealedSecret: []byte("s")}
+
+	// Creation: checked against the name's lease, not the ID's.
+	if err := e.client.CreateAccessKeyFenced(ctx, e.addr, &k, "g1"); !errors.Is(err, shardrpc.ErrLeaseHeld) {
+		t.Fatalf("creation without the name's lease: %v, want ErrLeaseHeld", err)
+	}
+	if err := e.client.AcquireLease(ctx, e.addr, shardrpc.AccessKeyLeaseName(k.ID), "g1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.CreateAccessKeyFenced(ctx, e.addr, &k, "g1"); !errors.Is(err, shardrpc.ErrLeaseHeld) {
+		t.Fatalf("creation under the ID's lease, not the name's: %v, want ErrLeaseHeld", err)
+	}
+	if err := e.client.AcquireLease(ctx, e.addr, shardrpc.AccessKeyNameLeaseName(k.Name), "g1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.CreateAccessKeyFenced(ctx, e.addr, &k, "g1"); err != nil {
+		t.Fatalf("creation under the name's lease: %v", err)
+	}
+
+	// Changes: checked against the record's lease.
+	name := shardrpc.AccessKeyLeaseName(k.ID)
+	k.Version.TS, k.Admin = 2, true
+	if err := e.client.PutAccessKeyFenced(ctx, e.addr, &k, "g2"); !errors.Is(err, shardrpc.ErrLeaseHeld) {
+		t.Fatalf("change under another holder's lease: %v, want ErrLeaseHeld", err)
+	}
+	if err := e.client.ReleaseLease(ctx, e.addr, name, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.PutAccessKeyFenced(ctx, e.addr, &k, "g1"); !errors.Is(err, shardrpc.ErrLeaseHeld) {
+		t.Fatalf("change after the lease was released: %v, want ErrLeaseHeld", err)
+	}
+	if err := e.client.AcquireLease(ctx, e.addr, name, "g2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	gone := metadata.AccessKey{ID: k.ID, Name: k.Name, Version: metadata.Version{TS: 3, Writer: "g"}, Deleted: true}
+	if err := e.client.PutAccessKeyFenced(ctx, e.addr, &gone, "g2"); err != nil {
+		t.Fatalf("holder's deletion: %v", err)
+	}
+	ks, err := e.client.ListAccessKeys(ctx, e.addr)
+	if err != nil || len(ks) != 1 || !ks[0].Deleted || ks[0].Version.TS != 3 {
+		t.Fatalf("access keys: %+v %v; want RKF deleted at 3", ks, err)
+	}
+}
