@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/regen-s3/regen/internal/pause"
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -53,7 +54,12 @@ const keyRetry = 250 * time.Millisecond
 // KeyStore is the optional capability to keep access key records on shard
 // servers; *shardrpc.Client has it. Without it, only configured keys work.
 type KeyStore interface {
-	PutAccessKey(ctx context.Context, addr string, k *metadata.AccessKey) error
+	// PutAccessKeyFenced stores k if newer, fenced by the lease on its
+	// record (shardrpc.AccessKeyLeaseName) that lease holds.
+	PutAccessKeyFenced(ctx context.Context, addr string, k *metadata.AccessKey, lease string) error
+	// CreateAccessKeyFenced stores the new key k if newer, fenced by the
+	// lease on its name (shardrpc.AccessKeyNameLeaseName) that lease holds.
+	CreateAccessKeyFenced(ctx context.Context, addr string, k *metadata.AccessKey, lease string) error
 	ListAccessKeys(ctx context.Context, addr string) ([]metadata.AccessKey, error)
 }
 
@@ -291,15 +297,106 @@ func (l *layer) allAccessKeys(ctx context.Context, store KeyStore) (map[string]m
 	return mergeNewest(ctx, l, "access keys", store.ListAccessKeys, func(k metadata.AccessKey) (string, metadata.Version) { return k.ID, k.Version })
 }
 
-// putAccessKey writes an access key record to every live shard server and
-// needs a majority of them.
-func (l *layer) putAccessKey(ctx context.Context, store KeyStore, k *metadata.AccessKey) error {
+// putAccessKey writes access key record k to every live shard server
+// with put (fenced by the lease its caller holds) and needs a majority of
+// them.
+func (l *layer) putAccessKey(k *metadata.AccessKey, put func(addr string) error) error {
 	ids, _ := l.liveShards()
-	ok, errs := l.onLive(ids, func(_, addr string) error { return store.PutAccessKey(ctx, addr, k) })
+	ok, errs := l.onLive(ids, func(_, addr string) error { return put(addr) })
 	if need := len(ids)/2 + 1; ok < need || len(ids) == 0 {
-		return fmt.Errorf("%w: access key record stored on %d of %d servers: %w", errUnavailable, ok, len(ids), errors.Join(errs...))
+		return fmt.Errorf("%w: access key record %s stored on %d of %d servers: %w", errUnavailable, k.ID, ok, len(ids), errors.Join(errs...))
 	}
 	return nil
+}
+
+// The two functions below are the only writers of access key records,
+// for the reasons of updateBucket's: a key's record is one record, the
+// newest winning whole, so a change of it is a read-modify-write, and a
+// flag change that read the key before its deletion must not write it
+// back. docs/CONSISTENCY.md, "Access-key records".
+
+// updateAccessKey applies fn to the newest record of access key id and
+// writes the result as a new version, which it returns. fn may refuse
+// the change by returning an error, which is returned as is; errNotFound
+// if the key does not exist or is deleted (a deleted key is never written
+// back); OperationAborted if other changes of the key kept its lease for
+// leaseWait.
+//
+// Like updateBucket, it holds the record's lease (on a majority of the
+// live shard servers) from its read to its write, reads the record afresh
+// under the lease from a majority (not the cache, which may hold the key
+// as it was before a deletion through another gateway), takes a version
+// newer than the one read, and writes it fenced by the lease, so a change
+// whose lease ran out is refused rather than landing over the next
+// holder's (a deletion's tombstone).
+func (l *layer) updateAccessKey(ctx context.Context, store KeyStore, id string, fn func(*metadata.AccessKey) error) (*metadata.AccessKey, error) {
+	kl, err := l.lockRecord(ctx, shardrpc.AccessKeyLeaseName(id))
+	if errors.Is(err, errLeaseHeld) {
+		return nil, ErrOperationAborted.Withf("other changes of access key %s held it for %s: try again", id, leaseWait)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer kl.release()
+	lctx, cancel := kl.context(ctx)
+	defer cancel()
+	all, err := l.allAccessKeys(lctx, store)
+	if err != nil {
+		return nil, err
+	}
+	k, ok := all[id]
+	if !ok || k.Deleted {
+		return nil, errNotFound
+	}
+	read := k.Version
+	if err := fn(&k); err != nil {
+		return nil, err
+	}
+	// Newer than the record read, whatever this gateway's clock says: an
+	// older version would be dropped by every server.
+	l.clock.observe(read)
+	k.Version = l.clock.next()
+	err = l.putAccessKey(&k, func(addr string) error { return store.PutAccessKeyFenced(lctx, addr, &k, kl.holder) })
+	if err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// createAccessKey stores k, a new key (a fresh ID), unless a live key is
+// named k.Name already; OperationAborted if other creations of the name
+// kept its lease for leaseWait.
+//
+// Two creations of one name through two gateways must not both pass the
+// check, so each holds the name's lease (on a majority of the live shard
+// servers) from its check to its write: it reads every key afresh from a
+// majority under the lease, and writes fenced by it (the servers check
+// the name's lease, not the ID's: CreateAccessKeyFenced), so a creation
+// whose lease ran out cannot land after the next holder's check. Only
+// creations need it: nothing else gives a key a name, and a deletion
+// racing a creation of its name at worst makes the creation fail.
+func (l *layer) createAccessKey(ctx context.Context, store KeyStore, k *metadata.AccessKey) error {
+	kl, err := l.lockRecord(ctx, shardrpc.AccessKeyNameLeaseName(k.Name))
+	if errors.Is(err, errLeaseHeld) {
+		return ErrOperationAborted.Withf("other creations of a key named %s held its name for %s: try again", k.Name, leaseWait)
+	}
+	if err != nil {
+		return err
+	}
+	defer kl.release()
+	lctx, cancel := kl.context(ctx)
+	defer cancel()
+	all, err := l.allAccessKeys(lctx, store)
+	if err != nil {
+		return err
+	}
+	for _, o := range all {
+		if !o.Deleted && o.Name == k.Name {
+			return apiErr("InvalidArgument", fmt.Sprintf("a key named %s exists already (%s)", k.Name, o.ID))
+		}
+	}
+	k.Version = l.clock.next()
+	return l.putAccessKey(k, func(addr string) error { return store.CreateAccessKeyFenced(lctx, addr, k, kl.holder) })
 }
 
 // requestCreds looks up the secret key of one request's access key and

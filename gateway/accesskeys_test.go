@@ -9,25 +9,68 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
 
 // fakeKeyStore keeps access key records per server, newest version wins,
-// like metadata.Store; servers in down fail every call.
+// like metadata.Store; servers in down fail every call. It keeps leases
+// per server as shardserver's table does (without writes in flight) and
+// checks fenced writes against them. The hooks, when set, run at the
+// start of a lease acquisition and of a write, without f.mu held.
 type fakeKeyStore struct {
 	ShardAPI // the calls these tests do not make panic
 
-	mu    sync.Mutex
-	held  map[string]map[string]metadata.AccessKey // addr -> ID -> record
-	down  map[string]bool
-	lists int
+	mu     sync.Mutex
+	held   map[string]map[string]metadata.AccessKey // addr -> ID -> record
+	leases map[string]map[string]fakeLease          // addr -> name -> lease
+	down   map[string]bool
+	lists  int
+	// refused counts the acquisitions refused because another holder had
+	// the lease.
+	refused int
+
+	beforeAcquire func(addr, name, holder string)
+	beforePut     func(addr string, k *metadata.AccessKey, lease string)
 }
 
+type fakeLease struct {
+	holder  string
+	expires time.Time
+}
+
+func newFakeKeyStore() *fakeKeyStore {
+	return &fakeKeyStore{held: map[string]map[string]metadata.AccessKey{}, leases: map[string]map[string]fakeLease{}, down: map[string]bool{}}
+}
+
+// PutAccessKey is an unfenced write, as older gateways make; the tests
+// store records with it.
 func (f *fakeKeyStore) PutAccessKey(_ context.Context, addr string, k *metadata.AccessKey) error {
+	return f.put(addr, k, "", "")
+}
+
+func (f *fakeKeyStore) PutAccessKeyFenced(_ context.Context, addr string, k *metadata.AccessKey, lease string) error {
+	return f.put(addr, k, shardrpc.AccessKeyLeaseName(k.ID), lease)
+}
+
+func (f *fakeKeyStore) CreateAccessKeyFenced(_ context.Context, addr string, k *metadata.AccessKey, lease string) error {
+	return f.put(addr, k, shardrpc.AccessKeyNameLeaseName(k.Name), lease)
+}
+
+// put stores k on addr if newer; fenced by lease name when name is set.
+func (f *fakeKeyStore) put(addr string, k *metadata.AccessKey, name, holder string) error {
+	if f.beforePut != nil {
+		f.beforePut(addr, k, holder)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[addr] {
 		return fmt.Errorf("%s: down", addr)
+	}
+	if name != "" {
+		if l, ok := f.leases[addr][name]; !ok || l.holder != holder || !time.Now().Before(l.expires) {
+			return fmt.Errorf("%s: %w: %s is not held by %s", addr, shardrpc.ErrLeaseHeld, name, holder)
+		}
 	}
 	if f.held[addr] == nil {
 		f.held[addr] = map[string]metadata.AccessKey{}
@@ -52,10 +95,55 @@ func (f *fakeKeyStore) ListAccessKeys(_ context.Context, addr string) ([]metadat
 	return out, nil
 }
 
+func (f *fakeKeyStore) AcquireLease(_ context.Context, addr, name, holder string, ttl time.Duration) error {
+	if f.beforeAcquire != nil {
+		f.beforeAcquire(addr, name, holder)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down[addr] {
+		return fmt.Errorf("%s: down", addr)
+	}
+	now := time.Now()
+	if l, ok := f.leases[addr][name]; ok && l.holder != holder && now.Before(l.expires) {
+		f.refused++
+		return fmt.Errorf("%s: %w: %s", addr, shardrpc.ErrLeaseHeld, name)
+	}
+	if f.leases[addr] == nil {
+		f.leases[addr] = map[string]fakeLease{}
+	}
+	f.leases[addr][name] = fakeLease{holder: holder, expires: now.Add(ttl)}
+	return nil
+}
+
+func (f *fakeKeyStore) ReleaseLease(_ context.Context, addr, name, holder string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.leases[addr][name]; ok && l.holder == holder {
+		delete(f.leases[addr], name)
+	}
+	return nil
+}
+
+// expire ends lease name on every server, as if its holder had stalled
+// past its TTL.
+func (f *fakeKeyStore) expire(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ls := range f.leases {
+		delete(ls, name)
+	}
+}
+
+// ListBuckets: no buckets (the key admin lists them for its answers).
+func (f *fakeKeyStore) ListBuckets(context.Context, string) ([]metadata.Bucket, error) {
+	return nil, nil
+}
+
 // testKeyring is a keyring over three fake shard servers.
 func testKeyring(t *testing.T, secret string) (*keyring, *fakeKeyStore) {
 	t.Helper()
-	f := &fakeKeyStore{held: map[string]map[string]metadata.AccessKey{}, down: map[string]bool{}}
+	f := newFakeKeyStore()
 	members := liveShards(3, "s%d")
 	cfg := DefaultConfig()
 	cfg.ClusterSecret, cfg.Logger = secret, slog.New(slog.DiscardHandler)
@@ -99,7 +187,7 @@ func TestKeyringLookup(t *testing.T) {
 	put := func(k *metadata.AccessKey) {
 		t.Helper()
 		k.Version = kr.layer.clock.next()
-		if err := kr.layer.putAccessKey(ctx, f, k); err != nil {
+		if err := kr.layer.putAccessKey(k, func(addr string) error { return f.PutAccessKey(ctx, addr, k) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,7 +250,8 @@ func TestKeyringLookup(t *testing.T) {
 	if _, err := kr.lookup(ctx, "RKBOB"); !errors.Is(err, errUnavailable) {
 		t.Errorf("lookup with 1 of 3 servers: %v, want errUnavailable", err)
 	}
-	if err := kr.layer.putAccessKey(ctx, f, &metadata.AccessKey{ID: "RKX", Version: kr.layer.clock.next(), SealedSecret: []byte("x")}); !errors.Is(err, errUnavailable) {
+	x := &metadata.AccessKey{ID: "RKX", Version: kr.layer.clock.next(), SealedSecret: []byte("x")}
+	if err := kr.layer.putAccessKey(x, func(addr string) error { return f.PutAccessKey(ctx, addr, x) }); !errors.Is(err, errUnavailable) {
 		t.Errorf("put with 1 of 3 servers: %v, want errUnavailable", err)
 	}
 	// One down: a majority still answers, and it holds the newest record.

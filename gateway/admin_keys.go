@@ -203,22 +203,15 @@ func (g *Gateway) createKey(ctx context.Context, name string, admin, createBucke
 	if !validKeyName(name) {
 		return KeyInfo{}, apiErr("InvalidArgument", fmt.Sprintf("name %q: want 1 to %d letters, digits and . _ - @", name, maxKeyName))
 	}
-	keys, err := g.keys.all(ctx)
-	if err != nil {
-		return KeyInfo{}, err
-	}
-	for _, k := range keys {
-		if !k.rec.Deleted && k.rec.Name == name {
-			return KeyInfo{}, apiErr("InvalidArgument", fmt.Sprintf("a key named %s exists already (%s)", name, k.rec.ID))
-		}
-	}
 	id, secret := newKeyPair()
 	rec := &metadata.AccessKey{
-		ID: id, Name: name, Created: time.Now().UTC(), Version: g.layer.clock.next(),
+		ID: id, Name: name, Created: time.Now().UTC(),
 		SealedSecret: seal(g.keys.aead, id, secret), Admin: admin, CreateBuckets: createBuckets,
 	}
 	defer g.keys.invalidate()
-	if err := g.layer.putAccessKey(ctx, g.keys.store, rec); err != nil {
+	// NB: the name is checked there, under its lease: two creations of
+	// one name through two gateways cannot both succeed.
+	if err := g.layer.createAccessKey(ctx, g.keys.store, rec); err != nil {
 		return KeyInfo{}, err
 	}
 	info := g.keyInfo(rec, nil)
@@ -254,9 +247,14 @@ func (g *Gateway) resolveKey(ctx context.Context, ref string) (*metadata.AccessK
 		}
 	}
 	if found == nil {
-		return nil, apiErr("InvalidArgument", fmt.Sprintf("no access key %q (regen admin key list shows them)", ref))
+		return nil, errNoAccessKey(ref)
 	}
 	return found, nil
+}
+
+// errNoAccessKey: ref names no live stored key.
+func errNoAccessKey(ref string) error {
+	return apiErr("InvalidArgument", fmt.Sprintf("no access key %q (regen admin key list shows them)", ref))
 }
 
 // deleteAccessKey replaces a stored key by a tombstone (without its secret) and
@@ -268,9 +266,16 @@ func (g *Gateway) deleteAccessKey(ctx context.Context, ref string) (KeyInfo, err
 	if err != nil {
 		return KeyInfo{}, err
 	}
-	gone := &metadata.AccessKey{ID: k.ID, Name: k.Name, Created: k.Created, Version: g.layer.clock.next(), Deleted: true}
 	defer g.keys.invalidate()
-	if err := g.layer.putAccessKey(ctx, g.keys.store, gone); err != nil {
+	_, err = g.layer.updateAccessKey(ctx, g.keys.store, k.ID, func(rec *metadata.AccessKey) error {
+		*k = *rec
+		*rec = metadata.AccessKey{ID: rec.ID, Name: rec.Name, Created: rec.Created, Deleted: true}
+		return nil
+	})
+	if errors.Is(err, errNotFound) {
+		return KeyInfo{}, errNoAccessKey(ref)
+	}
+	if err != nil {
 		return KeyInfo{}, err
 	}
 	buckets, err := g.layer.listBuckets(ctx, g.buckets)
@@ -312,7 +317,11 @@ func (g *Gateway) grantKey(ctx context.Context, ref, bucket, prefix, rights stri
 		if prefix != "" {
 			return KeyInfo{}, apiErr("InvalidArgument", "a prefix needs its bucket")
 		}
-		if err := g.setKeyFlags(ctx, k, rights, grant); err != nil {
+		err := g.setKeyFlags(ctx, k, rights, grant)
+		if errors.Is(err, errNotFound) {
+			return KeyInfo{}, errNoAccessKey(ref)
+		}
+		if err != nil {
 			return KeyInfo{}, err
 		}
 	} else {
@@ -413,24 +422,39 @@ func changeGrant(b *metadata.Bucket, id, prefix string, r metadata.Rights, grant
 }
 
 // setKeyFlags sets (grant) or clears the admin or create-buckets flag of
-// stored key k, in place, and stores the record as a new version.
+// stored key k and stores the record as a new version (updateAccessKey:
+// the newest record, read under its lease, not k, is changed); k is set
+// to the record stored. errNotFound: the key is deleted meanwhile.
 func (g *Gateway) setKeyFlags(ctx context.Context, k *metadata.AccessKey, flags string, grant bool) error {
 	if flags == "" {
 		return apiErr("InvalidArgument", "missing bucket (for read, write, owner) or right admin or create-buckets")
 	}
+	var admin, createBuckets bool
 	for _, f := range strings.Split(flags, ",") {
 		switch strings.TrimSpace(f) {
 		case "admin":
-			k.Admin = grant
+			admin = true
 		case "create-buckets", "create-bucket":
-			k.CreateBuckets = grant
+			createBuckets = true
 		case "read", "write", "owner":
 			return apiErr("InvalidArgument", fmt.Sprintf("right %s is a bucket's: name the bucket", f))
 		default:
 			return apiErr("InvalidArgument", fmt.Sprintf("unknown right %q: admin and create-buckets go without a bucket; read, write and owner with one", f))
 		}
 	}
-	k.Version = g.layer.clock.next()
 	defer g.keys.invalidate()
-	return g.layer.putAccessKey(ctx, g.keys.store, k)
+	stored, err := g.layer.updateAccessKey(ctx, g.keys.store, k.ID, func(rec *metadata.AccessKey) error {
+		if admin {
+			rec.Admin = grant
+		}
+		if createBuckets {
+			rec.CreateBuckets = grant
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	*k = *stored
+	return nil
 }

@@ -23,12 +23,14 @@ import (
 // Leases expire, so a gateway that dies holding one blocks the key for at
 // most leaseTTL. A bucket's record has a lease of the same kind
 // (lockBucket), held by every change of the record from its read to its
-// write and checked by the servers the same way (updateBucket).
+// write and checked by the servers the same way (updateBucket); so has an
+// access key's record, and an access key's name while a key of that name
+// is created (updateAccessKey, createAccessKey).
 const (
 	leaseTTL = 30 * time.Second
 	// leaseWait is how long a writer waits for a contended key before
 	// answering ConditionalRequestConflict (conditional) or 503; a
-	// bucket record's update answers OperationAborted.
+	// bucket or access key record's update answers OperationAborted.
 	leaseWait = 10 * time.Second
 )
 
@@ -53,15 +55,20 @@ func (l *layer) lockKey(ctx context.Context, bucket, key string, nodes []string,
 	return l.lock(ctx, shardrpc.LeaseName(bucket, key), nodes, need)
 }
 
-// lockBucket acquires the lease on bucket's record on a majority of the
-// live shard servers, where the record is read and written (see
-// updateBucket); it waits up to leaseWait for other holders.
+// lockBucket acquires the lease on bucket's record (see updateBucket).
 func (l *layer) lockBucket(ctx context.Context, bucket string) (*keyLease, error) {
+	return l.lockRecord(ctx, shardrpc.BucketLeaseName(bucket))
+}
+
+// lockRecord acquires lease name on a majority of the live shard servers,
+// where the records kept on every server (buckets', access keys') are read
+// and written; it waits up to leaseWait for other holders.
+func (l *layer) lockRecord(ctx context.Context, name string) (*keyLease, error) {
 	ids, _ := l.liveShards()
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: no live shard servers", errUnavailable)
 	}
-	return l.lock(ctx, shardrpc.BucketLeaseName(bucket), ids, len(ids)/2+1)
+	return l.lock(ctx, name, ids, len(ids)/2+1)
 }
 
 // lock acquires lease name on the live servers among nodes and succeeds
