@@ -2,8 +2,10 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
+
+	"github.com/regen-s3/regen/gateway"
 )
 
 // regenAdmin runs `regen admin ARGS` against the dev cluster's gateway
@@ -209,5 +213,109 @@ func TestAccessKeys(t *testing.T) {
 	// The bootstrap admin is untouched by all of it.
 	if got, err := getBody(admin, "secret", "plans.txt"); err != nil || string(got) != "not for alice" {
 		t.Errorf("admin GET: %q %v", got, err)
+	}
+}
+
+// TestKeyRacesThroughTwoGateways: `regen admin key` operations racing
+// through two gateways, several rounds. A key's deletion and a flag
+// change (grant admin) at once: whichever lands first, the key ends
+// deleted (the flag change never writes it back), and neither gateway
+// accepts it once their caches expire. Two creations of one name at once:
+// exactly one succeeds, and the name exists once. Each operation holds
+// the key's (or the name's) lease from its read to its write
+// (docs/CONSISTENCY.md, "Access-key records"); the second gateway's
+// operation starts up to 15 ms after the first's, so the rounds try
+// several overlaps.
+func TestKeyRacesThroughTwoGateways(t *testing.T) {
+	parallel(t)
+	d := startDev(t)
+	gws := []string{d.info.Endpoint, startGateway(t, d)}
+	admin := func(gw string, args ...string) (string, error) {
+		return regenAdmin(t, gw, d.info.AccessKey, d.info.SecretKey, args...)
+	}
+	// race runs a through gateway i and b through the other, b delay
+	// later, and returns their outputs and errors.
+	race := func(i int, delay time.Duration, a, b []string) (outs [2]string, errs [2]error) {
+		var wg sync.WaitGroup
+		wg.Go(func() { outs[0], errs[0] = admin(gws[i], a...) })
+		wg.Go(func() {
+			time.Sleep(delay)
+			outs[1], errs[1] = admin(gws[1-i], b...)
+		})
+		wg.Wait()
+		return outs, errs
+	}
+	listed := func(gw string) []gateway.KeyInfo {
+		t.Helper()
+		out, err := admin(gw, "key", "list", "--json")
+		if err != nil {
+			t.Fatalf("key list: %v\n%s", err, out)
+		}
+		var keys []gateway.KeyInfo
+		if err := json.Unmarshal([]byte(out), &keys); err != nil {
+			t.Fatalf("key list printed %q: %v", out, err)
+		}
+		return keys
+	}
+	const rounds = 8
+	var deleted []keyPair
+	grantsFirst := 0
+	for r := range rounds {
+		i, delay := r%2, time.Duration(r%4)*5*time.Millisecond
+
+		k := createKey(t, d, "--name", fmt.Sprintf("doomed-%d", r))
+		outs, errs := race(i, delay, []string{"key", "delete", k.AccessKey}, []string{"key", "grant", k.AccessKey, "--right", "admin"})
+		if errs[0] != nil {
+			t.Fatalf("round %d: key delete: %v\n%s", r, errs[0], outs[0])
+		}
+		if errs[1] != nil && !strings.Contains(outs[1], "no access key") {
+			t.Errorf("round %d: key grant admin: %v\n%s; want success or \"no access key\"", r, errs[1], outs[1])
+		}
+		deleted = append(deleted, k)
+		if errs[1] == nil {
+			grantsFirst++
+		}
+		for g, gw := range gws {
+			for _, l := range listed(gw) {
+				if l.AccessKey == k.AccessKey {
+					t.Errorf("round %d: the deleted key %s is listed by gateway %d: %+v (grant: %v)", r, k.AccessKey, g+1, l, errs[1])
+				}
+			}
+		}
+
+		name := fmt.Sprintf("twin-%d", r)
+		create := []string{"key", "create", "--name", name, "--json"}
+		outs, errs = race(i, delay, create, create)
+		if ok := (errs[0] == nil) != (errs[1] == nil); !ok {
+			t.Errorf("round %d: two creations of %s: %v, %v; want exactly one to succeed\n%s\n%s", r, name, errs[0], errs[1], outs[0], outs[1])
+		}
+		for j := range 2 {
+			if errs[j] != nil && !strings.Contains(outs[j], "exists already") {
+				t.Errorf("round %d: creation of %s refused with %v\n%s; want \"exists already\"", r, name, errs[j], outs[j])
+			}
+		}
+		n := 0
+		for _, l := range listed(gws[1-i]) {
+			if l.Name == name {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("round %d: %d keys named %s, want 1", r, n, name)
+		}
+	}
+
+	t.Logf("%d of %d flag changes landed before the deletion, the others found the key deleted", grantsFirst, rounds)
+
+	// The deleted keys sign nothing, through either gateway, once the
+	// caches (2 s) expire.
+	for g, gw := range gws {
+		for _, k := range deleted {
+			c := s3Client(t, gw, k.AccessKey, k.SecretKey)
+			waitFor(t, 10*time.Second, fmt.Sprintf("gateway %d to refuse the deleted key %s", g+1, k.AccessKey), func() bool {
+				_, err := c.ListBuckets(ctx(t))
+				return minio.ToErrorResponse(err).Code == "InvalidAccessKeyId"
+			})
+		}
 	}
 }
