@@ -28,8 +28,42 @@ import (
 // tombstones that then ran out of time failed every key of the request
 // (TestDeleteManyThenDeleteBucket at load 75: 1000 of 1000 SlowDown).
 func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) []error {
+	errs, _ := g.deleteBatch(ctx, bucket, keys, nil)
+	return errs
+}
+
+// deleteMarkers is DeleteObjects' entries without a version ID in a
+// versioned (versioned) or suspended bucket: a delete marker for each
+// key, as writeDeleteMarker writes one, batched as deleteKeys batches
+// tombstones. It returns each key's outcome and, for those that
+// succeeded, the marker written (its version ID is the response's
+// DeleteMarkerVersionId).
+func (g *Gateway) deleteMarkers(ctx context.Context, bucket string, keys []string, versioned bool) ([]error, []*metadata.Manifest) {
+	return g.deleteBatch(ctx, bucket, keys, &markerMode{versioned: versioned, placeAbsent: func(ctx context.Context, key string) (*metadata.Manifest, error) {
+		return g.emptyPlacement(ctx, bucket, key)
+	}})
+}
+
+// markerMode makes deleteBatch write delete markers instead of
+// tombstones: over whatever version is current (a live one, a marker),
+// and over no version at all, as a versioned bucket's DELETE does.
+type markerMode struct {
+	// versioned: markers with version IDs of their own (versioning
+	// Enabled); else null markers (Suspended).
+	versioned bool
+	// placeAbsent places the marker of a key that has no version
+	// (emptyPlacement).
+	placeAbsent func(ctx context.Context, key string) (*metadata.Manifest, error)
+}
+
+// deleteBatch is deleteKeys (markers nil) and deleteMarkers: it returns
+// each key's outcome and the tombstone or marker written for it, nil where
+// none was needed (an unversioned key absent or deleted already) or the
+// key failed.
+func (g *Gateway) deleteBatch(ctx context.Context, bucket string, keys []string, markers *markerMode) ([]error, []*metadata.Manifest) {
 	l := g.layer
 	errs := make([]error, len(keys))
+	written := make([]*metadata.Manifest, len(keys))
 	ids := l.shardIDs()
 	_, addrs := l.liveShards()
 	width := max(l.maxN, 1)
@@ -80,20 +114,33 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 		}
 	}
 
-	// Tombstones for the keys that hold an object.
+	// Tombstones for the keys that hold an object; markers for every key.
 	var slow []int
 	var tombs []*metadata.Manifest
 	var tombKey []int
 	for i := range keys {
 		m, verdict := found[i], verdicts[i]
 		switch {
-		case verdict == verdictAbsent, verdict == verdictFound && m.Deleted:
-		case verdict == verdictFound:
-			tombs = append(tombs, l.tombstone(m))
-			tombKey = append(tombKey, i)
-		default:
+		case verdict != verdictFound && verdict != verdictAbsent:
 			slow = append(slow, i)
+			continue
+		case markers != nil && verdict == verdictAbsent:
+			var err error
+			if m, err = markers.placeAbsent(ctx, keys[i]); err != nil {
+				errs[i] = err
+				continue
+			}
+		case markers != nil:
+			// A marker goes over a marker too, as S3 does.
+		case verdict == verdictAbsent, m.Deleted:
+			continue
 		}
+		t := l.tombstone(m)
+		if markers != nil {
+			t.Versioned = markers.versioned
+		}
+		tombs = append(tombs, t)
+		tombKey = append(tombKey, i)
 	}
 
 	// Write the tombstones, batched per server of their placements.
@@ -104,6 +151,7 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 	defer cancel()
 	stored := make([][]string, len(tombs)) // addresses that stored each
 	failed := make([][]error, len(tombs))
+	replaced := make([]bool, len(tombs)) // on some server that stored it
 	byServer = map[string][]int{}
 	for t, m := range tombs {
 		for _, id := range m.Placement {
@@ -136,6 +184,7 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 						failed[t] = append(failed[t], fmt.Errorf("node %s: %w: %s over %s", id, errNewer, *res[j].Current, tombs[t].Version))
 					default:
 						stored[t] = append(stored[t], addrs[id])
+						replaced[t] = replaced[t] || res[j].Replaced
 					}
 				}
 				return nil
@@ -148,8 +197,12 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 		quorum := l.writeQuorum(m)
 		if len(stored[t]) >= quorum {
 			if l.notify != nil {
-				l.notify.committed(m, stored[t], true)
+				// NB: a tombstone replaced the version it deletes; a
+				// versioned marker keeps it, and is urgent only where
+				// the server says it replaced one (storeManifest).
+				l.notify.committed(m, stored[t], markers == nil || replaced[t])
 			}
+			written[i] = m
 			continue
 		}
 		qerr := &stripe.QuorumError{Op: "tombstone write", Want: quorum, Got: len(stored[t]), Errs: failed[t]}
@@ -168,7 +221,9 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 			// fails every key it carried; each such tombstone is sent
 			// again to its missing servers one by one, as DELETE would,
 			// and fails only if that cannot complete its quorum.
-			errs[i] = l.completeTombstone(tctx, m, stored[t], quorum)
+			if errs[i] = l.completeTombstone(tctx, m, stored[t], quorum); errs[i] == nil {
+				written[i] = m
+			}
 		}
 	}
 
@@ -181,11 +236,18 @@ func (g *Gateway) deleteKeys(ctx context.Context, bucket string, keys []string) 
 			defer func() { <-sem }()
 			kctx, cancel := g.opContext()
 			defer cancel()
+			if markers != nil {
+				m, err := g.writeDeleteMarker(kctx, bucket, keys[i], markers.versioned)
+				if errs[i] = err; err == nil {
+					written[i] = m
+				}
+				return
+			}
 			errs[i] = g.deleteKey(kctx, bucket, keys[i])
 		})
 	}
 	wg.Wait()
-	return errs
+	return errs, written
 }
 
 // lookupBatch asks each server of byServer for the versions of the keys

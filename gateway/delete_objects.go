@@ -78,16 +78,20 @@ func (g *Gateway) deleteObjects(c *fiber.Ctx, req *request) error {
 	return sendXML(c, fiber.StatusOK, out)
 }
 
-// deleteObjectsVersioned is DeleteObjects in a versioned bucket: each
-// object is a DELETE of its own (a delete marker, or the removal of the
-// version named), deleteParallelism at a time. The batched path of
-// unversioned buckets writes tombstones over current versions only.
+// deleteObjectsVersioned is DeleteObjects in a versioned or suspended
+// bucket. The entries without a version ID add delete markers, batched
+// per shard server as the unversioned path batches tombstones
+// (deleteMarkers); each entry naming a version is a removal of its own
+// (it takes the key's lease and checks object lock), deleteParallelism
+// at a time, beside the batch.
 func (g *Gateway) deleteObjectsVersioned(c *fiber.Ctx, req *request, b *metadata.Bucket, body DeleteObjectsRequest) error {
 	out := DeleteResult{}
 	results := make([]DeletedObject, len(body.Objects))
 	errs := make([]error, len(body.Objects))
 	sem := make(chan struct{}, deleteParallelism)
 	var wg sync.WaitGroup
+	var markKeys []string
+	var markAt []int // markKeys[j] is body.Objects[markAt[j]]
 	for i, o := range body.Objects {
 		switch {
 		case len(o.Key) > maxKeyLen:
@@ -107,6 +111,11 @@ func (g *Gateway) deleteObjectsVersioned(c *fiber.Ctx, req *request, b *metadata
 			errs[i] = err
 			continue
 		}
+		if o.VersionID == "" {
+			markKeys = append(markKeys, o.Key)
+			markAt = append(markAt, i)
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -114,25 +123,30 @@ func (g *Gateway) deleteObjectsVersioned(c *fiber.Ctx, req *request, b *metadata
 			ctx, cancel := g.opContext()
 			defer cancel()
 			res := DeletedObject{Key: o.Key, VersionID: o.VersionID}
-			if o.VersionID != "" {
-				guard, err := g.versionGuard(ctx, c, req, b, o.Key)
-				if err != nil {
-					results[i], errs[i] = res, err
-					return
-				}
-				m, err := g.layer.deleteVersionGuarded(ctx, req.bucket, o.Key, storedVersionID(o.VersionID), guard)
-				if m != nil && m.Deleted {
-					res.DeleteMarker, res.DeleteMarkerVersionID = true, o.VersionID
-				}
+			guard, err := g.versionGuard(ctx, c, req, b, o.Key)
+			if err != nil {
 				results[i], errs[i] = res, err
 				return
 			}
-			m, err := g.writeDeleteMarker(ctx, req.bucket, o.Key, b.Versioning == metadata.VersioningEnabled)
-			if err == nil {
-				res.DeleteMarker, res.DeleteMarkerVersionID = true, m.S3VersionID()
+			m, err := g.layer.deleteVersionGuarded(ctx, req.bucket, o.Key, storedVersionID(o.VersionID), guard)
+			if m != nil && m.Deleted {
+				res.DeleteMarker, res.DeleteMarkerVersionID = true, o.VersionID
 			}
 			results[i], errs[i] = res, err
 		}()
+	}
+	if len(markKeys) > 0 {
+		// NB: as in deleteObjects, the batch gets one operation's time
+		// and the keys it leaves undecided one each.
+		ctx, cancel := g.opContext()
+		merrs, marks := g.deleteMarkers(ctx, req.bucket, markKeys, b.Versioning == metadata.VersioningEnabled)
+		cancel()
+		for j, i := range markAt {
+			results[i], errs[i] = DeletedObject{Key: body.Objects[i].Key}, merrs[j]
+			if merrs[j] == nil {
+				results[i].DeleteMarker, results[i].DeleteMarkerVersionID = true, marks[j].S3VersionID()
+			}
+		}
 	}
 	wg.Wait()
 	for i, o := range body.Objects {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -172,6 +173,65 @@ func TestWriteDeleteMarker(t *testing.T) {
 	if m, err := g.layer.lookupWhere(ctx, "b", "k", true, matchVersion(v1.VersionID)); err != nil || string(m.Inline) != "one" {
 		t.Fatalf("v1 under the markers: %v, %v", m, err)
 	}
+}
+
+// TestDeleteMarkersBatched: DeleteObjects' entries without a version ID
+// in a versioned bucket add a marker to every key (over a live version,
+// over a marker, over nothing) with a bounded number of calls, keep the
+// versions under them, and fail, never falsely succeed, where the write
+// quorum cannot be reached.
+func TestDeleteMarkersBatched(t *testing.T) {
+	ctx := context.Background()
+	placeAbsent := func(g *Gateway) func(context.Context, string) (*metadata.Manifest, error) {
+		return func(_ context.Context, key string) (*metadata.Manifest, error) {
+			order, _ := g.layer.manifestOrder("b", key)
+			return &metadata.Manifest{Bucket: "b", Key: key, Code: "rs-6-3", Placement: order[:9]}, nil
+		}
+	}
+	for _, versioned := range []bool{true, false} {
+		g, f, _ := fakeCluster(t, 12)
+		var keys []string
+		under := map[string]*metadata.Manifest{}
+		for i := range 200 {
+			k := fmt.Sprintf("k%03d", i)
+			under[k] = putVersionFake(g, f, "b", k, k, i%10 == 0) // every tenth a marker
+			keys = append(keys, k)
+		}
+		keys = append(keys, "never-written")
+		f.calls = 0
+		errs, marks := g.deleteBatch(ctx, "b", keys, &markerMode{versioned: versioned, placeAbsent: placeAbsent(g)})
+		if f.calls > 36 {
+			t.Errorf("versioned %v: %d calls for %d keys on 12 servers, want at most 36", versioned, f.calls, len(keys))
+		}
+		for i, k := range keys {
+			mk := marks[i]
+			if errs[i] != nil || mk == nil || !mk.Deleted || mk.Versioned != versioned {
+				t.Fatalf("versioned %v, %s: marker %+v, %v", versioned, k, mk, errs[i])
+			}
+			if !versioned && mk.S3VersionID() != metadata.NullVersionID {
+				t.Fatalf("suspended marker of %s has ID %q", k, mk.S3VersionID())
+			}
+			var dm *deleteMarkerError
+			if _, err := g.layer.lookupWhere(ctx, "b", k, false, nil); !errors.As(err, &dm) || dm.m.Version != mk.Version {
+				t.Fatalf("versioned %v, %s after the batch: %v; want the batch's marker current", versioned, k, err)
+			}
+			if v := under[k]; v != nil && !v.Deleted {
+				if m, err := g.layer.lookupWhere(ctx, "b", k, true, matchVersion(v.VersionID)); err != nil || string(m.Inline) != k {
+					t.Fatalf("versioned %v, %s: the version under the marker: %v, %v", versioned, k, m, err)
+				}
+			}
+		}
+	}
+	t.Run("three servers down: no false success", func(t *testing.T) {
+		g, f, kill := fakeCluster(t, 12)
+		putVersionFake(g, f, "b", "k", "one", false)
+		order, _ := g.layer.manifestOrder("b", "k")
+		kill(idx(order[0]), idx(order[1]), idx(order[2]))
+		errs, marks := g.deleteBatch(ctx, "b", []string{"k"}, &markerMode{versioned: true, placeAbsent: placeAbsent(g)})
+		if errs[0] == nil || marks[0] != nil {
+			t.Fatalf("marker on 6 of 9 reported as written: %+v, %v", marks[0], errs[0])
+		}
+	})
 }
 
 // TestVisibleVersions: ListObjectVersions lists, per key, the versions

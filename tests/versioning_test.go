@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -283,5 +284,71 @@ func TestVersioning(t *testing.T) {
 	// A bucket never returns to unversioned.
 	if code, body := signedRequest(t, d, http.MethodPut, "/ver?versioning", []byte(`<VersioningConfiguration><Status></Status></VersioningConfiguration>`), nil); code != 400 || !strings.Contains(body, "MalformedXML") {
 		t.Fatalf("PUT versioning with no status: %d %s; want 400 MalformedXML", code, body)
+	}
+}
+
+// TestVersionedDeleteObjects: DeleteObjects without version IDs in a
+// versioned bucket adds a delete marker to every key named, as S3 does
+// (over a live version, over a marker, over a key never written), answers
+// each marker's version ID, and keeps the versions under them; in a
+// suspended bucket the markers are null versions. The markers are written
+// in batches per shard server (gateway.deleteMarkers).
+func TestVersionedDeleteObjects(t *testing.T) {
+	parallel(t)
+	d := startDev(t)
+	c := d.client(t)
+	sdk := sdkClient(d)
+	for _, status := range []string{"Enabled", "Suspended"} {
+		bucket := "vdo-" + strings.ToLower(status)
+		if err := c.MakeBucket(ctx(t), bucket, minio.MakeBucketOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sdk.PutBucketVersioning(ctx(t), &s3.PutBucketVersioningInput{Bucket: aws.String(bucket),
+			VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatus(status)}}); err != nil {
+			t.Fatal(err)
+		}
+		var objs []types.ObjectIdentifier
+		under := map[string]string{} // key -> the version ID under the marker
+		for i := range 40 {
+			k := fmt.Sprintf("k%02d", i)
+			objs = append(objs, types.ObjectIdentifier{Key: aws.String(k)})
+			if i == 39 {
+				continue // never written
+			}
+			under[k] = put(t, c, bucket, k, []byte(k), minio.PutObjectOptions{}).VersionID
+			if i%10 == 0 { // already under a marker
+				if err := c.RemoveObject(ctx(t), bucket, k, minio.RemoveObjectOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		out, err := sdk.DeleteObjects(ctx(t), &s3.DeleteObjectsInput{Bucket: aws.String(bucket), Delete: &types.Delete{Objects: objs}})
+		if err != nil || len(out.Errors) != 0 || len(out.Deleted) != len(objs) {
+			t.Fatalf("%s: DeleteObjects of %d keys: %d deleted, errors %+v, %v", status, len(objs), len(out.Deleted), out.Errors, err)
+		}
+		markers := map[string]string{}
+		for _, del := range out.Deleted {
+			id := aws.ToString(del.DeleteMarkerVersionId)
+			if !aws.ToBool(del.DeleteMarker) || id == "" || (status == "Suspended") != (id == "null") {
+				t.Fatalf("%s: %s answered marker %v, ID %q", status, aws.ToString(del.Key), aws.ToBool(del.DeleteMarker), id)
+			}
+			markers[aws.ToString(del.Key)] = id
+		}
+		for _, o := range listVersions(t, c, bucket, "") {
+			if o.IsLatest && (!o.IsDeleteMarker || o.VersionID != markers[o.Key]) {
+				t.Errorf("%s: latest of %s is %s (marker %v), want the marker %s", status, o.Key, o.VersionID, o.IsDeleteMarker, markers[o.Key])
+			}
+		}
+		if _, err := c.StatObject(ctx(t), bucket, "k05", minio.StatObjectOptions{}); minio.ToErrorResponse(err).Code != "NoSuchKey" {
+			t.Fatalf("%s: HEAD of a deleted key: %v; want NoSuchKey", status, err)
+		}
+		if status == "Enabled" {
+			// The versions stay under their markers.
+			for _, k := range []string{"k05", "k20", "k38"} {
+				if got := get(t, c, bucket, k, minio.GetObjectOptions{VersionID: under[k]}); string(got) != k {
+					t.Errorf("version %s of %s after DeleteObjects: %q", under[k], k, got)
+				}
+			}
+		}
 	}
 }

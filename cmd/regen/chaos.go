@@ -32,7 +32,7 @@ func (f *chaosFlags) register(o *optionSet) {
 	o.Duration(&f.duration, "duration", "REGEN_CHAOS_DURATION", time.Minute, "how long the workload runs under the nemesis")
 	o.Int(&f.seed, "seed", "REGEN_CHAOS_SEED", 0, "seed of the workload and the nemesis (0: a random one, printed)")
 	o.Int(&f.clients, "clients", "REGEN_CHAOS_CLIENTS", 6, "concurrent S3 clients")
-	o.Int(&f.keys, "keys", "REGEN_CHAOS_KEYS", 12, "keys, split over an rs-6-3 and a clay-6-3 bucket")
+	o.Int(&f.keys, "keys", "REGEN_CHAOS_KEYS", 12, "keys, split over an rs-6-3, a clay-6-3 and a versioned rs-6-3 bucket")
 	o.Int(&f.shards, "shards", "REGEN_CHAOS_SHARDS", 12, "shard servers of the cluster")
 	o.Int(&f.maxDown, "max-down", "REGEN_CHAOS_MAX_DOWN", 3, "shard servers killed or paused at once (n-k of the codes: 3)")
 	o.Duration(&f.skew, "skew", "REGEN_CHAOS_SKEW", -10*time.Minute, "clock offset of the second gateway (its --clock-offset)")
@@ -59,8 +59,8 @@ func (f *chaosFlags) Validate() error {
 		return badOption("seed", "must not be negative")
 	case f.clients < 1 || f.clients > 256:
 		return badOption("clients", "want 1..256")
-	case f.keys < 2 || f.keys > 1000:
-		return badOption("keys", "want 2..1000 (at least one per bucket)")
+	case f.keys < len(chaos.Buckets) || f.keys > 1000:
+		return badOption("keys", fmt.Sprintf("want %d..1000 (at least one per bucket)", len(chaos.Buckets)))
 	case f.shards < 9 || f.shards > 64:
 		return badOption("shards", "want 9..64 (the codes place 9 shards)")
 	case f.maxDown < 1 || f.maxDown > 3:
@@ -184,9 +184,13 @@ func childEnv() []string {
 func bucketList() string {
 	var s []string
 	for _, b := range chaos.Buckets {
+		if b.Versioned {
+			s = append(s, b.Name+" ("+b.Code+", versioned)")
+			continue
+		}
 		s = append(s, b.Name+" ("+b.Code+")")
 	}
-	return strings.Join(s, " and ")
+	return strings.Join(s, ", ")
 }
 
 // chaosJSON is the --json object: the figures first, findings last.

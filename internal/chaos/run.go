@@ -21,7 +21,7 @@ type Config struct {
 	Duration time.Duration // of the workload under the nemesis
 	Seed     uint64
 	Clients  int
-	Keys     int // split over an rs-6-3 and a clay-6-3 bucket
+	Keys     int // split over the Buckets
 	MaxValue int // bytes
 	// MaxDown is how many shard servers the nemesis takes down at once
 	// (n-k of the codes: 3 for rs-6-3 and clay-6-3).
@@ -75,8 +75,15 @@ func (r RunResult) Failed() bool {
 	return r.Violations > 0 || r.Lost+r.Stale+r.Resurrected+r.Corrupt+r.Conflicts+r.Unreadable+r.ListMissing+r.ListDeleted > 0
 }
 
-// Buckets are the run's buckets and their codes.
-var Buckets = []struct{ Name, Code string }{{"chaos-rs", "rs-6-3"}, {"chaos-clay", "clay-6-3"}}
+// Buckets are the run's buckets, their codes and whether versioning is
+// enabled. A versioned bucket's key is the same register to the checker
+// (a DELETE adds a delete marker, which reads as the key deleted; a PUT
+// adds the newest version), through the versioned write, delete-marker
+// and lookup paths.
+var Buckets = []struct {
+	Name, Code string
+	Versioned  bool
+}{{"chaos-rs", "rs-6-3", false}, {"chaos-clay", "clay-6-3", false}, {"chaos-ver", "rs-6-3", true}}
 
 // Run starts a cluster, runs the workload under the nemesis for
 // cfg.Duration, heals, reads every key back and checks the history. The
@@ -108,6 +115,11 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 		}
 		if err := cl.SetBucketCode(ctx, b.Name, b.Code); err != nil {
 			return res, fmt.Errorf("bucket %s: %w", b.Name, err)
+		}
+		if b.Versioned {
+			if err := w.clients[0].EnableVersioning(ctx, b.Name); err != nil {
+				return res, fmt.Errorf("bucket %s: enable versioning: %w", b.Name, err)
+			}
 		}
 	}
 	for i := range cfg.Keys {
