@@ -60,7 +60,7 @@ func (f *chaosFlags) Validate() error {
 	case f.clients < 1 || f.clients > 256:
 		return badOption("clients", "want 1..256")
 	case f.keys < len(chaos.Buckets) || f.keys > 1000:
-		return badOption("keys", fmt.Sprintf("want %d..1000 (at least one per bucket)", len(chaos.Buckets)))
+		return badOption("keys", "want %d..1000 (at least one per bucket)", len(chaos.Buckets))
 	case f.shards < 9 || f.shards > 64:
 		return badOption("shards", "want 9..64 (the codes place 9 shards)")
 	case f.maxDown < 1 || f.maxDown > 3:
