@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -83,6 +84,10 @@ type Store struct {
 
 	// Where each queue's first live key is (queue_floor.go).
 	confirmFloor, gcFloor, tombFloor queueFloor
+
+	// misuse counts pebble's reports of a single delete that met no set
+	// or more than one (EngineStats.SingleDeleteMisuse).
+	misuse atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -173,11 +178,24 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	sched := newQuietScheduler()
 	po.Experimental.CompactionScheduler = sched
+	// Previous records and confirm jobs are removed by single deletes
+	// (stageVersions, DoneConfirm), which are right only for a key set
+	// once since its last delete. Pebble reports a single delete that met
+	// no set or a second one when a compaction sees it: counted and
+	// logged, so a broken invariant shows instead of a record coming back
+	// unnoticed.
+	s := &Store{sched: sched, nodeID: opts.NodeID, now: opts.Now}
+	po.EventListener = &pebble.EventListener{PossibleAPIMisuse: func(info pebble.PossibleAPIMisuseInfo) {
+		s.misuse.Add(1)
+		if opts.Logger != nil {
+			opts.Logger.Error("metadata store: "+info.String(), "component", "pebble")
+		}
+	}}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, sched: sched, nodeID: opts.NodeID, now: opts.Now}
+	s.db = db
 	if s.now == nil {
 		s.now = time.Now
 	}

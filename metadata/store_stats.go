@@ -20,6 +20,10 @@ type EngineStats struct {
 	CompactionDebt uint64
 	Compactions    int64
 	DiskBytes      uint64 // tables, logs and the rest on disk
+	// SingleDeleteMisuse counts single deletes that a compaction found
+	// deleting nothing or shadowing a second set of their key since open:
+	// 0 unless the invariant of stageVersions and DoneConfirm broke.
+	SingleDeleteMisuse int64
 }
 
 // EngineStats returns the engine's figures now.
@@ -35,5 +39,7 @@ func (s *Store) EngineStats() EngineStats {
 		CompactionDebt: m.Compact.EstimatedDebt,
 		Compactions:    m.Compact.Count,
 		DiskBytes:      m.DiskSpaceUsage(),
+
+		SingleDeleteMisuse: s.misuse.Load(),
 	}
 }

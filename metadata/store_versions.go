@@ -514,7 +514,16 @@ func (s *Store) stageVersions(b *pebble.Batch, bucket, key string, oldCur *Manif
 	}
 	for _, p := range oldPrev {
 		if !keepPrev[p.Version] {
-			if err := b.Delete(previousKey(bucket, key, p.Version), nil); err != nil {
+			// NB: a single delete: a previous record is set once (above,
+			// only when the key holds no record of its version, under
+			// the key's lock) and deleted once, so the pair cancels
+			// where they meet. A replaced version's record lives for
+			// the milliseconds until its early confirmation, so the
+			// pair usually meets in the memtable and neither reaches
+			// a table; a plain delete would leave a tombstone that
+			// every level's compaction rewrites down to the bottom
+			// (BENCHMARKS.md, tenth run).
+			if err := b.SingleDelete(previousKey(bucket, key, p.Version), nil); err != nil {
 				return fail(err)
 			}
 		}
@@ -738,9 +747,10 @@ func (s *Store) DoneConfirms(ctx context.Context, done, next []ConfirmJob) error
 	b := s.db.NewBatch()
 	defer b.Close()
 	// NB: deletes first: in a batch the later write of a key wins, so a
-	// retry that lands on its own job's key stays queued.
+	// retry that lands on its own job's key stays queued. Single deletes,
+	// as in DoneConfirm.
 	for _, j := range done {
-		if err := b.Delete(confirmKey(j), nil); err != nil {
+		if err := b.SingleDelete(confirmKey(j), nil); err != nil {
 			return fmt.Errorf("metadata: done confirm: %w", err)
 		}
 	}
@@ -766,8 +776,14 @@ func (s *Store) DoneConfirm(ctx context.Context, jobs ...ConfirmJob) error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
+	// NB: single deletes, as for previous records (stageVersions): a
+	// confirm job's key carries its due time in nanoseconds and its
+	// version, so it is set once and deleted once, and the pair cancels
+	// in the memtable when the job ran early. A job queued twice at the
+	// same nanosecond (EnqueueConfirm allows it) could come back after a
+	// compaction: it then runs once more and finds nothing to do.
 	for _, j := range jobs {
-		if err := b.Delete(confirmKey(j), nil); err != nil {
+		if err := b.SingleDelete(confirmKey(j), nil); err != nil {
 			return fmt.Errorf("metadata: done confirm: %w", err)
 		}
 	}
