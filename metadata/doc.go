@@ -17,6 +17,14 @@
 // overwrite does, never copies it. A newer store reads every layout an
 // older one wrote; an older one cannot read what a newer one writes.
 //
+// A repair or an overwrite leaves records that live for milliseconds (the
+// replaced version's record and its confirm job, deleted by the early
+// confirmation); they go by pebble's single deletes, which vanish with
+// their set where they meet instead of leaving tombstones for every level
+// to compact. That is right only for keys set once between deletes, which
+// store_versions.go keeps and TestSingleDeletesKeepTheirRecordsGone checks;
+// pebble's reports of a broken case are counted (EngineStats).
+//
 // This package imports only pebble and the standard library; it knows codes
 // by name only.
 package metadata
