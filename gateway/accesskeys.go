@@ -330,33 +330,27 @@ func (l *layer) putAccessKey(k *metadata.AccessKey, put func(addr string) error)
 // whose lease ran out is refused rather than landing over the next
 // holder's (a deletion's tombstone).
 func (l *layer) updateAccessKey(ctx context.Context, store KeyStore, id string, fn func(*metadata.AccessKey) error) (*metadata.AccessKey, error) {
-	kl, err := l.lockRecord(ctx, shardrpc.AccessKeyLeaseName(id))
-	if errors.Is(err, errLeaseHeld) {
-		return nil, ErrOperationAborted.Withf("other changes of access key %s held it for %s: try again", id, leaseWait)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer kl.release()
-	lctx, cancel := kl.context(ctx)
-	defer cancel()
-	all, err := l.allAccessKeys(lctx, store)
-	if err != nil {
-		return nil, err
-	}
-	k, ok := all[id]
-	if !ok || k.Deleted {
-		return nil, errNotFound
-	}
-	read := k.Version
-	if err := fn(&k); err != nil {
-		return nil, err
-	}
-	// Newer than the record read, whatever this gateway's clock says: an
-	// older version would be dropped by every server.
-	l.clock.observe(read)
-	k.Version = l.clock.next()
-	err = l.putAccessKey(&k, func(addr string) error { return store.PutAccessKeyFenced(lctx, addr, &k, kl.holder) })
+	var k metadata.AccessKey
+	aborted := ErrOperationAborted.Withf("other changes of access key %s held it for %s: try again", id, leaseWait)
+	err := l.underRecordLease(ctx, shardrpc.AccessKeyLeaseName(id), aborted, func(lctx context.Context, holder string) error {
+		all, err := l.allAccessKeys(lctx, store)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if k, ok = all[id]; !ok || k.Deleted {
+			return errNotFound
+		}
+		read := k.Version
+		if err := fn(&k); err != nil {
+			return err
+		}
+		// Newer than the record read, whatever this gateway's clock
+		// says: an older version would be dropped by every server.
+		l.clock.observe(read)
+		k.Version = l.clock.next()
+		return l.putAccessKey(&k, func(addr string) error { return store.PutAccessKeyFenced(lctx, addr, &k, holder) })
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -376,27 +370,20 @@ func (l *layer) updateAccessKey(ctx context.Context, store KeyStore, id string, 
 // creations need it: nothing else gives a key a name, and a deletion
 // racing a creation of its name at worst makes the creation fail.
 func (l *layer) createAccessKey(ctx context.Context, store KeyStore, k *metadata.AccessKey) error {
-	kl, err := l.lockRecord(ctx, shardrpc.AccessKeyNameLeaseName(k.Name))
-	if errors.Is(err, errLeaseHeld) {
-		return ErrOperationAborted.Withf("other creations of a key named %s held its name for %s: try again", k.Name, leaseWait)
-	}
-	if err != nil {
-		return err
-	}
-	defer kl.release()
-	lctx, cancel := kl.context(ctx)
-	defer cancel()
-	all, err := l.allAccessKeys(lctx, store)
-	if err != nil {
-		return err
-	}
-	for _, o := range all {
-		if !o.Deleted && o.Name == k.Name {
-			return apiErr("InvalidArgument", fmt.Sprintf("a key named %s exists already (%s)", k.Name, o.ID))
+	aborted := ErrOperationAborted.Withf("other creations of a key named %s held its name for %s: try again", k.Name, leaseWait)
+	return l.underRecordLease(ctx, shardrpc.AccessKeyNameLeaseName(k.Name), aborted, func(lctx context.Context, holder string) error {
+		all, err := l.allAccessKeys(lctx, store)
+		if err != nil {
+			return err
 		}
-	}
-	k.Version = l.clock.next()
-	return l.putAccessKey(k, func(addr string) error { return store.CreateAccessKeyFenced(lctx, addr, k, kl.holder) })
+		for _, o := range all {
+			if !o.Deleted && o.Name == k.Name {
+				return apiErr("InvalidArgument", fmt.Sprintf("a key named %s exists already (%s)", k.Name, o.ID))
+			}
+		}
+		k.Version = l.clock.next()
+		return l.putAccessKey(k, func(addr string) error { return store.CreateAccessKeyFenced(lctx, addr, k, holder) })
+	})
 }
 
 // requestCreds looks up the secret key of one request's access key and

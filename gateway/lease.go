@@ -22,7 +22,7 @@ import (
 // its lease has expired, so nothing lands between the check and the set.
 // Leases expire, so a gateway that dies holding one blocks the key for at
 // most leaseTTL. A bucket's record has a lease of the same kind
-// (lockBucket), held by every change of the record from its read to its
+// (underRecordLease), held by every change of the record from its read to its
 // write and checked by the servers the same way (updateBucket); so has an
 // access key's record, and an access key's name while a key of that name
 // is created (updateAccessKey, createAccessKey).
@@ -55,20 +55,29 @@ func (l *layer) lockKey(ctx context.Context, bucket, key string, nodes []string,
 	return l.lock(ctx, shardrpc.LeaseName(bucket, key), nodes, need)
 }
 
-// lockBucket acquires the lease on bucket's record (see updateBucket).
-func (l *layer) lockBucket(ctx context.Context, bucket string) (*keyLease, error) {
-	return l.lockRecord(ctx, shardrpc.BucketLeaseName(bucket))
-}
-
-// lockRecord acquires lease name on a majority of the live shard servers,
-// where the records kept on every server (buckets', access keys') are read
-// and written; it waits up to leaseWait for other holders.
-func (l *layer) lockRecord(ctx context.Context, name string) (*keyLease, error) {
+// underRecordLease runs fn holding lease name on a majority of the live
+// shard servers, where the records kept on every server (buckets', access
+// keys') are read and written: fn gets ctx bounded by the lease's end
+// (keyLease.context) and the holder that fences its writes. Contended for
+// leaseWait, it returns aborted and fn does not run. Every change of such
+// a record goes through it (updateBucket, updateAccessKey,
+// createAccessKey).
+func (l *layer) underRecordLease(ctx context.Context, name string, aborted error, fn func(ctx context.Context, holder string) error) error {
 	ids, _ := l.liveShards()
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("%w: no live shard servers", errUnavailable)
+		return fmt.Errorf("%w: no live shard servers", errUnavailable)
 	}
-	return l.lock(ctx, name, ids, len(ids)/2+1)
+	kl, err := l.lock(ctx, name, ids, len(ids)/2+1)
+	if errors.Is(err, errLeaseHeld) {
+		return aborted
+	}
+	if err != nil {
+		return err
+	}
+	defer kl.release()
+	lctx, cancel := kl.context(ctx)
+	defer cancel()
+	return fn(lctx, kl.holder)
 }
 
 // lock acquires lease name on the live servers among nodes and succeeds

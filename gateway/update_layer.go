@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -34,38 +35,30 @@ import (
 // by the lease, so the servers refuse it once the lease has run out and
 // the next holder may have read. docs/CONSISTENCY.md, "Bucket records".
 func (l *layer) updateBucket(ctx context.Context, cache *bucketCache, name string, fn func(*metadata.Bucket) error) error {
-	kl, err := l.lockBucket(ctx, name)
-	if errors.Is(err, errLeaseHeld) {
-		return ErrOperationAborted.With("")
-	}
-	if err != nil {
-		return err
-	}
-	defer kl.release()
-	lctx, cancel := kl.context(ctx)
-	defer cancel()
-	all, err := mergeNewest(lctx, l, "buckets", l.shards.ListBuckets, func(b metadata.Bucket) (string, metadata.Version) { return b.Name, b.Version })
-	if err != nil {
-		return err
-	}
-	b, ok := all[name]
-	if !ok || b.Deleted {
-		return errNotFound
-	}
-	if err := fn(&b); err != nil {
-		return err
-	}
-	// Newer than the record read, whatever this gateway's clock says: an
-	// older version would be dropped by every server.
-	l.clock.observe(b.Version)
-	b.Version = l.clock.next()
-	defer cache.invalidate()
-	ids, _ := l.liveShards()
-	stored, errs := l.onLive(ids, func(_, addr string) error { return l.shards.PutBucketFenced(lctx, addr, &b, kl.holder) })
-	if need := len(ids)/2 + 1; stored < need || len(ids) == 0 {
-		return fmt.Errorf("%w: bucket record stored on %d of %d servers: %w", errUnavailable, stored, len(ids), errors.Join(errs...))
-	}
-	return nil
+	return l.underRecordLease(ctx, shardrpc.BucketLeaseName(name), ErrOperationAborted.With(""), func(lctx context.Context, holder string) error {
+		all, err := mergeNewest(lctx, l, "buckets", l.shards.ListBuckets, func(b metadata.Bucket) (string, metadata.Version) { return b.Name, b.Version })
+		if err != nil {
+			return err
+		}
+		b, ok := all[name]
+		if !ok || b.Deleted {
+			return errNotFound
+		}
+		if err := fn(&b); err != nil {
+			return err
+		}
+		// Newer than the record read, whatever this gateway's clock
+		// says: an older version would be dropped by every server.
+		l.clock.observe(b.Version)
+		b.Version = l.clock.next()
+		defer cache.invalidate()
+		ids, _ := l.liveShards()
+		stored, errs := l.onLive(ids, func(_, addr string) error { return l.shards.PutBucketFenced(lctx, addr, &b, holder) })
+		if need := len(ids)/2 + 1; stored < need || len(ids) == 0 {
+			return fmt.Errorf("%w: bucket record stored on %d of %d servers: %w", errUnavailable, stored, len(ids), errors.Join(errs...))
+		}
+		return nil
+	})
 }
 
 // updateVersion applies fn to the newest manifest of version id of

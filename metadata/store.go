@@ -186,7 +186,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	// unnoticed.
 	s := &Store{sched: sched, nodeID: opts.NodeID, now: opts.Now}
 	po.EventListener = &pebble.EventListener{PossibleAPIMisuse: func(info pebble.PossibleAPIMisuseInfo) {
-		s.misuse.Add(1)
+		if info.Kind == pebble.IneffectualSingleDelete || info.Kind == pebble.NondeterministicSingleDelete {
+			s.misuse.Add(1)
+		}
 		if opts.Logger != nil {
 			opts.Logger.Error("metadata store: "+info.String(), "component", "pebble")
 		}
