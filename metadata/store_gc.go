@@ -20,18 +20,33 @@ type GCItem struct {
 // no earlier than due. Enqueuing the same file twice is harmless: the
 // deleter re-checks ownership and deletion is idempotent.
 func (s *Store) EnqueueGC(ctx context.Context, fileID string, idx int, due time.Time) error {
+	return s.EnqueueGCs(ctx, []GCItem{{FileID: fileID, Idx: idx, Due: due}})
+}
+
+// EnqueueGCs is EnqueueGC for many shard files, in one synced batch.
+func (s *Store) EnqueueGCs(ctx context.Context, items []GCItem) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if fileID == "" || idx < 0 {
-		return fmt.Errorf("metadata: enqueue GC: bad shard %q.%d", fileID, idx)
+	if len(items) == 0 {
+		return nil
 	}
-	it := GCItem{FileID: fileID, Idx: idx, Due: due}
-	k := gcKey(it)
-	err := s.db.Set(k, nil, pebble.Sync)
-	s.gcFloor.wrote(k)
+	b := s.db.NewBatch()
+	defer b.Close()
+	keys := make([][]byte, len(items))
+	for i, it := range items {
+		if it.FileID == "" || it.Idx < 0 {
+			return fmt.Errorf("metadata: enqueue GC: bad shard %q.%d", it.FileID, it.Idx)
+		}
+		keys[i] = gcKey(it)
+		if err := b.Set(keys[i], nil, nil); err != nil {
+			return fmt.Errorf("metadata: enqueue GC: %w", err)
+		}
+	}
+	err := b.Commit(pebble.Sync)
+	s.gcFloor.wrote(keys...) // NB: after the commit, failed or not (queueFloor.wrote)
 	if err != nil {
-		return fmt.Errorf("metadata: enqueue GC %s.%d: %w", fileID, idx, err)
+		return fmt.Errorf("metadata: enqueue GC of %d shard files: %w", len(items), err)
 	}
 	return nil
 }

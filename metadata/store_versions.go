@@ -144,32 +144,101 @@ func (s *Store) DropPreviousNoSync(ctx context.Context, bucket, key string, upTo
 }
 
 func (s *Store) dropPrevious(ctx context.Context, opts *pebble.WriteOptions, bucket, key string, upTo Version, seen func(*Manifest) bool) ([]*Manifest, error) {
+	fixed := func(*Manifest, []*Manifest) (Version, func(*Manifest) bool, bool) { return upTo, seen, true }
+	dropped, err := s.dropPreviousMany(ctx, opts, []DropRequest{{Bucket: bucket, Key: key, Decide: fixed}})
+	if err != nil {
+		return nil, err
+	}
+	return dropped[0], nil
+}
+
+// DropRequest names a key for DropPreviousManyNoSync. Decide sees the
+// key's versions as stored, under the key's lock, and returns what
+// DropPrevious takes: the newest version that may replace (upTo) and
+// which replacing manifests count (seen); ok false leaves the key as it
+// is. It runs under the store's key locks, so it must not call the store.
+type DropRequest struct {
+	Bucket, Key string
+	Decide      func(cur *Manifest, prev []*Manifest) (upTo Version, seen func(*Manifest) bool, ok bool)
+}
+
+// DropPreviousManyNoSync is DropPreviousNoSync for many keys at once: one
+// read of each key's versions under its lock, and one commit for all of
+// them (a repair's early confirmations come by the hundred; a commit and
+// two reads each had them fall behind the switches, BENCHMARKS.md, tenth
+// run). dropped[i] is what reqs[i] dropped. A key named twice is decided
+// by its first request only.
+func (s *Store) DropPreviousManyNoSync(ctx context.Context, reqs []DropRequest) (dropped [][]*Manifest, err error) {
+	return s.dropPreviousMany(ctx, pebble.NoSync, reqs)
+}
+
+func (s *Store) dropPreviousMany(ctx context.Context, opts *pebble.WriteOptions, reqs []DropRequest) ([][]*Manifest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	unlock := s.lockKey(manifestKey(bucket, key))
-	defer unlock()
-	// NB: the current manifest stays what it is (only its record's
-	// previous-versions flag may change), so its inline data is neither
-	// read nor written.
-	cur, prev, err := s.versionsNoInlineLocked(bucket, key)
-	if err != nil || len(prev) == 0 {
-		return nil, ignoreNotFound(err)
-	}
-	all := append([]*Manifest{cur}, prev...)
-	var keep, dropped []*Manifest
-	for _, p := range prev {
-		if p.Version.Less(upTo) && replaced(p, all, upTo, seen) {
-			dropped = append(dropped, p)
-		} else {
-			keep = append(keep, p)
+	dropped := make([][]*Manifest, len(reqs))
+	keys := make([][]byte, 0, len(reqs))
+	first := make(map[string]bool, len(reqs))
+	for _, r := range reqs {
+		k := manifestKey(r.Bucket, r.Key)
+		if !first[string(k)] {
+			first[string(k)] = true
+			keys = append(keys, k)
 		}
 	}
-	if len(dropped) == 0 {
-		return nil, nil
+	unlock := s.lockKeys(keys)
+	defer unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	var dones []func(bool)
+	for i, r := range reqs {
+		k := string(manifestKey(r.Bucket, r.Key))
+		if !first[k] {
+			continue // NB: a second request of the key: the batch holds the first's change, which a read would not see
+		}
+		first[k] = false
+		// NB: the current manifest stays what it is (only its record's
+		// previous-versions flag may change), so its inline data is
+		// neither read nor written.
+		cur, prev, err := s.versionsNoInlineLocked(r.Bucket, r.Key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if err != nil || len(prev) == 0 {
+			continue
+		}
+		upTo, seen, ok := r.Decide(cur, prev)
+		if !ok {
+			continue
+		}
+		all := append([]*Manifest{cur}, prev...)
+		var keep, drop []*Manifest
+		for _, p := range prev {
+			if p.Version.Less(upTo) && replaced(p, all, upTo, seen) {
+				drop = append(drop, p)
+			} else {
+				keep = append(keep, p)
+			}
+		}
+		if len(drop) == 0 {
+			continue
+		}
+		done, err := s.stageVersions(b, r.Bucket, r.Key, cur, prev, cur, keep, PutResult{}, nil)
+		if err != nil {
+			return nil, err // NB: nothing committed; b goes
+		}
+		dones = append(dones, done)
+		dropped[i] = drop
 	}
-	if err := s.writeVersionsWith(opts, bucket, key, cur, prev, cur, keep, PutResult{}, nil); err != nil {
-		return nil, err
+	if len(dones) == 0 {
+		return dropped, nil
+	}
+	err := b.Commit(opts)
+	for _, done := range dones {
+		done(err == nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("metadata: drop previous versions of %d keys: %w", len(dones), err)
 	}
 	return dropped, nil
 }

@@ -278,3 +278,63 @@ func TestConfirmQueue(t *testing.T) {
 		t.Fatalf("after DoneConfirm: %+v", due)
 	}
 }
+
+// TestDropPreviousMany: one call drops the replaced versions of every key
+// whose Decide says so, and only theirs; a key named twice is decided by
+// its first request; a key the store lacks is passed over; the stats and
+// the previous-version flags follow.
+func TestDropPreviousMany(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	for _, key := range []string{"a", "b", "c"} {
+		for ts := int64(10); ts <= 30; ts += 10 {
+			if _, err := s.PutManifest(ctx, obj("bk", key, ts, nodes3, fmt.Sprintf("%s%d", key, ts))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	upTo := func(ts int64) func(*Manifest, []*Manifest) (Version, func(*Manifest) bool, bool) {
+		return func(cur *Manifest, prev []*Manifest) (Version, func(*Manifest) bool, bool) {
+			return Version{TS: ts, Writer: cur.Version.Writer}, nil, true
+		}
+	}
+	declined := 0
+	decline := func(*Manifest, []*Manifest) (Version, func(*Manifest) bool, bool) {
+		declined++
+		return Version{}, nil, false
+	}
+	reqs := []DropRequest{
+		{Bucket: "bk", Key: "a", Decide: upTo(30)}, // both previous versions go
+		{Bucket: "bk", Key: "b", Decide: upTo(20)}, // the one 20 replaced
+		{Bucket: "bk", Key: "c", Decide: decline},
+		{Bucket: "bk", Key: "a", Decide: decline}, // a second request of a: not asked
+		{Bucket: "bk", Key: "none", Decide: decline},
+	}
+	dropped, err := s.DropPreviousManyNoSync(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if declined != 1 {
+		t.Errorf("Decide declined %d times, want once (c alone)", declined)
+	}
+	tss := func(ms []*Manifest) (out []int64) {
+		for _, m := range ms {
+			out = append(out, m.Version.TS)
+		}
+		return out
+	}
+	for i, want := range [][]int64{{20, 10}, {10}, nil, nil, nil} {
+		if got := tss(dropped[i]); !slices.Equal(got, want) {
+			t.Errorf("request %d (%s) dropped %v, want %v", i, reqs[i].Key, got, want)
+		}
+	}
+	for key, want := range map[string][]int64{"a": nil, "b": {20}, "c": {20, 10}} {
+		_, prev, err := s.Versions(ctx, "bk", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tss(prev); !slices.Equal(got, want) {
+			t.Errorf("%s keeps %v, want %v", key, got, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package shardserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -210,12 +211,7 @@ func TestEarlyConfirmLeavesWhatNeedsAsking(t *testing.T) {
 	ce.putManifest(t, v1)
 	ce.putManifest(t, v2)
 	ce.setPeers(0, 9, peerState{err: errors.New("connection refused")})
-	now := ce.clock.now()
-	j := metadata.ConfirmJob{Bucket: "b", Key: "k", Version: v2.Version, Since: now.Add(-time.Hour), Due: now}
-	done, err := ce.srv.confirm(ctx, j, true)
-	if err != nil || done {
-		t.Fatalf("early run of an unnoted version: done %v (%v), want not done", done, err)
-	}
+	ce.srv.confirmEarly(ctx, []shardrpc.VersionRef{{Bucket: "b", Key: "k", Version: v2.Version}})
 	if got := ce.state(t); got != "2 | 1" || ce.peers.calls != 0 {
 		t.Fatalf("after it: versions %q, %d peers asked; want both kept, none asked", got, ce.peers.calls)
 	}
@@ -243,5 +239,64 @@ func TestOnlySwitchNoticesExpedite(t *testing.T) {
 	}
 	if n := len(ce.srv.early); n != 1 {
 		t.Fatalf("a switch's notice queued %d early runs, want one", n)
+	}
+}
+
+// TestEarlyConfirmsInABatch: confirmEarly decides a batch of notices in
+// one pass: a noted version still current drops what it replaced (once,
+// though named twice); a version not noted, or no longer current, keeps
+// its previous versions for its job; a key the server never held is
+// passed over. No peer is asked.
+func TestEarlyConfirmsInABatch(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ctx := context.Background()
+	ce.setPeers(0, 9, peerState{err: errors.New("connection refused")})
+	put := func(key string) (v1, v2 *metadata.Manifest) {
+		v1, v2 = wide(1, "p1"), wide(2, "p2")
+		v1.Key, v2.Key = key, key
+		ce.putManifest(t, v1)
+		ce.putManifest(t, v2)
+		return v1, v2
+	}
+	ref := func(m *metadata.Manifest) shardrpc.VersionRef {
+		return shardrpc.VersionRef{Bucket: m.Bucket, Key: m.Key, Version: m.Version}
+	}
+	_, noted := put("noted")
+	_, twice := put("twice")
+	_, unnoted := put("unnoted")
+	old, moved := put("moved")
+	ce.srv.notes.add(ref(noted))
+	ce.srv.notes.add(ref(twice))
+	ce.srv.notes.add(ref(moved))
+	ce.srv.notes.add(ref(old)) // NB: a note of a version no longer current
+	never := ref(noted)
+	never.Key = "never"
+	ce.srv.notes.add(never)
+
+	ce.srv.confirmEarly(ctx, []shardrpc.VersionRef{ref(noted), ref(twice), ref(unnoted), ref(old), never, ref(twice)})
+
+	for key, want := range map[string]string{"noted": "2 |", "twice": "2 |", "unnoted": "2 | 1", "moved": "2 | 1"} {
+		cur, prev, err := ce.client.GetManifestVersions(ctx, ce.addr, "b", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprintf("%d |", cur.Version.TS)
+		for _, p := range prev {
+			got += fmt.Sprintf(" %d", p.Version.TS)
+		}
+		if got != want {
+			t.Errorf("%s: versions %q after the batch, want %q", key, got, want)
+		}
+	}
+	if ce.peers.calls != 0 {
+		t.Fatalf("the early runs asked %d peers, want none", ce.peers.calls)
+	}
+	// The note of the version the batch passed over (moved: its ref named
+	// the old version) is still there for its job; the used ones are gone.
+	if !ce.srv.notes.take(ref(moved)) {
+		t.Error("the note of a version no early run decided was taken")
+	}
+	if ce.srv.notes.take(ref(noted)) {
+		t.Error("the note of a version confirmed early is still there")
 	}
 }

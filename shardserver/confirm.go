@@ -203,7 +203,7 @@ func (s *Server) runConfirms(ctx context.Context) (int, error) {
 		g.SetLimit(16)
 		for _, j := range jobs {
 			g.Go(func() error {
-				ok, err := s.confirm(ctx, j, false)
+				ok, err := s.confirm(ctx, j)
 				if err != nil {
 					return err
 				}
@@ -240,11 +240,9 @@ func (s *Server) retryDelay() time.Duration {
 	return min(s.cfg.ConfirmRetry, max(s.cfg.RollbackAfter/4, time.Second))
 }
 
-// confirm runs one job; done is false when it must be asked again.
-//
-// An early run (runEarlyConfirms, on a notice) only confirms a noted
-// version that needs no asking, and otherwise leaves the job as it was.
-func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob, early bool) (done bool, err error) {
+// confirm runs one job; done is false when it must be asked again. (An
+// early run on a notice is confirmEarly.)
+func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob) (done bool, err error) {
 	// NB: most jobs find their key confirmed already (by an early run)
 	// or moved on: the current record alone says so (no inline data is
 	// read, and the previous versions only when the record has some).
@@ -261,15 +259,9 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob, early bool)
 		return true, nil
 	}
 	rw := len(rewritten(cur, prev)) > 0
-	if early && rw {
-		return false, nil // it takes asking: the job's own run does it
-	}
 	verdict := verdictConfirm
 	var t tally
 	noted := s.noted(cur)
-	if early && !noted {
-		return false, nil
-	}
 	if !noted || rw {
 		// NB: a noted version is visible, but a previous manifest
 		// rewritten by another previous one (a noncurrent version's
@@ -299,11 +291,7 @@ func (s *Server) confirm(ctx context.Context, j metadata.ConfirmJob, early bool)
 		for _, d := range dropped {
 			s.enqueueGarbage(ctx, garbage(d, cur, s.cfg.NodeID), due)
 		}
-		outcome := "confirmed"
-		if early {
-			outcome = "confirmed_early"
-		}
-		s.m.confirms.WithLabelValues(outcome).Inc()
+		s.m.confirms.WithLabelValues("confirmed").Inc()
 		return true, nil
 	case verdictRollBack:
 		failed, err := s.meta.RollBack(ctx, j.Bucket, j.Key, cur.Version)
@@ -436,9 +424,14 @@ func (s *Server) askPeers(ctx context.Context, bucket, key string, ids []string,
 // enqueueGarbage queues shard files for deletion at due. The GC loop checks
 // again, before deleting, that no kept version claims them.
 func (s *Server) enqueueGarbage(ctx context.Context, refs []shardRef, due time.Time) {
-	for _, r := range refs {
-		if err := s.meta.EnqueueGC(ctx, r.fileID, r.idx, due); err != nil {
-			s.log.Error("enqueue gc", "file", r.fileID, "idx", r.idx, "err", fmt.Errorf("shardserver: %w", err))
-		}
+	if len(refs) == 0 {
+		return
+	}
+	items := make([]metadata.GCItem, len(refs))
+	for i, r := range refs {
+		items[i] = metadata.GCItem{FileID: r.fileID, Idx: r.idx, Due: due}
+	}
+	if err := s.meta.EnqueueGCs(ctx, items); err != nil {
+		s.log.Error("enqueue gc", "files", len(items), "err", fmt.Errorf("shardserver: %w", err))
 	}
 }

@@ -16,6 +16,7 @@ type metrics struct {
 	checksumFailures prometheus.Counter
 	gcDeleted        *prometheus.CounterVec // by reason: replaced, orphan, temp
 	confirms         *prometheus.CounterVec // confirm job outcomes: confirmed, confirmed_early, rolled_back, retried
+	earlyNotices     *prometheus.CounterVec // repair switch notices for an early confirm: queued, dropped (queue full)
 	tombstones       *prometheus.CounterVec // tombstone checks by outcome (tombVerdict, kept)
 	requestSeconds   *prometheus.HistogramVec
 }
@@ -43,6 +44,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regen_shard_confirm_jobs_total", Help: "Confirm jobs of replaced manifest versions, by outcome (confirmed; confirmed_early: on a quorum notice, before the job was due; rolled_back, retried).",
 		}, []string{"outcome"}),
+		earlyNotices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regen_shard_early_confirm_notices_total", Help: "Repair switch notices taken for an early confirm run, by result (queued; dropped: the queue was full, the job runs when due).",
+		}, []string{"result"}),
 		tombstones: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regen_shard_tombstone_checks_total", Help: "Tombstone collection checks, by outcome (collected, waiting: a server holds an older version, blocked: a server did not answer, superseded, kept: versions under it).",
 		}, []string{"outcome"}),
@@ -56,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.shardReads, m.shardReadBytes, m.shardWrites, m.shardWriteBytes,
-		m.checksumFailures, m.gcDeleted, m.confirms, m.tombstones, m.requestSeconds} {
+		m.checksumFailures, m.gcDeleted, m.confirms, m.earlyNotices, m.tombstones, m.requestSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
