@@ -73,6 +73,13 @@ type Manifest struct {
 	Parts []Part `json:"parts,omitempty"`
 	// Inline holds the whole object when it is small; then Parts is empty.
 	Inline []byte `json:"inline,omitempty"`
+	// DataOf names the version that wrote this manifest's inline data,
+	// when that is an older version of the key (zero: this one). A repair
+	// switch (or any newer manifest of the same data) sets it, so that a
+	// shard server holding that version's data keeps it where it is
+	// instead of writing the same bytes again under the new version's
+	// key (store_inline.go).
+	DataOf Version `json:"data_of,omitzero"`
 
 	// home is where the store keeps this manifest's inline data, for a
 	// manifest read from the store (homeNone otherwise): a write that
@@ -92,6 +99,15 @@ const (
 	homeRecord                    // in the record's JSON: a previous version of the first layout
 	homeVersion                   // under 'w' esc(bucket) esc(key) version: the current layout
 )
+
+// DataVersion is the version under whose key the store keeps m's inline
+// data: DataOf, or m's own version.
+func (m *Manifest) DataVersion() Version {
+	if m.DataOf.IsZero() {
+		return m.Version
+	}
+	return m.DataOf
+}
 
 // unread reports whether m was read from the store without the inline
 // data its record says it has.

@@ -33,6 +33,21 @@ import (
 // moves their version: there is no migration pass. A binary that predates
 // this layout finds no data for the records this one writes, so a server
 // cannot go back to one once it has run this one.
+//
+// A newer manifest of the same data (a repair switch: a new version and
+// placement, the bytes unchanged) names the version that wrote them
+// (Manifest.DataOf), and its record points at that version's key: a
+// server that holds the data writes none of it again, and a server that
+// does not stores it under that same key. The data goes once no record
+// of the key names it. In a repair of a million small objects the switch
+// wrote each object's data again on every server of its placement, about
+// a third of what each switch put into the LSM, and compaction paces the
+// repair (BENCHMARKS.md). A binary without DataOf looks for a switched
+// version's data under the switch's own version and does not find it:
+// like the layout change above, a server cannot go back once it has
+// stored a record with DataOf. A rolling upgrade is safe: an older
+// server ignores the field and stores the bytes it is sent under the
+// switch's own version, and every server loads the data it returns.
 const nsInlineVersion byte = 'w'
 
 // flagInlineV marks a record, current or previous, whose version's inline
@@ -107,7 +122,7 @@ func (s *Store) loadInline(bucket, key string, m *Manifest) error {
 	case homeKey:
 		k = inlineKey(bucket, key)
 	case homeVersion:
-		k = inlineVersionKey(bucket, key, m.Version)
+		k = inlineVersionKey(bucket, key, m.DataVersion())
 	default:
 		return nil // NB: homeRecord data is read with its record
 	}
@@ -123,34 +138,48 @@ func (s *Store) loadInline(bucket, key string, m *Manifest) error {
 
 // placeInline puts the inline data of m, which is current (current) or
 // previous after a write, where the write leaves it, and returns the flag
-// its record gets (0: no inline data). was is the manifest of m's version
-// the store held before the write (nil: none).
+// its record gets (0: no inline data) and the version under whose key the
+// data is (the record's DataOf, when not m's own). was is the manifest of
+// m's version the store held before the write (nil: none); held the
+// versions whose data keys hold data, before the write and placed by it
+// so far (placeInline adds the one it writes).
 //
-// Data already under its version's key stays. A current version of the
-// first layout that stays current keeps its 'i' key (flagInline), which
-// spares a confirmation's drop of previous versions the move. Anything
-// else with data is written under its version's key: new data, and data
-// of the first layout whose version moves (writeVersionsWith deletes the
-// 'i' key then). A manifest whose data was not read cannot be moved.
-func (s *Store) placeInline(b *pebble.Batch, bucket, key string, m, was *Manifest, current bool) (byte, error) {
+// Data already under its key stays: m's version's own (was), or, for a
+// manifest whose data is an older version's (DataOf: a repair switch),
+// that version's if the store holds it. A current version of the first
+// layout that stays current keeps its 'i' key (flagInline), which spares
+// a confirmation's drop of previous versions the move. Anything else with
+// data is written under m's data version's key: new data, and data of the
+// first layout whose version moves (writeVersionsWith deletes the 'i' key
+// then). A manifest whose data was not read cannot be moved.
+func (s *Store) placeInline(b *pebble.Batch, bucket, key string, m, was *Manifest, current bool, held map[Version]bool) (byte, Version, error) {
 	switch {
 	case was != nil && was.home == homeVersion:
-		return flagInlineV, nil
+		// NB: the stored record's data key, which names where the data
+		// is even if m names another (a record stored before its
+		// writer's DataOf, or by a binary without it).
+		return flagInlineV, was.DataVersion(), nil
 	case was != nil && was.home == homeKey && current:
-		return flagInline, nil
+		return flagInline, Version{}, nil
 	}
 	data := m.Inline
 	if len(data) == 0 && was != nil {
 		data = was.Inline
 	}
+	dv := m.DataVersion()
 	switch {
+	case (len(data) > 0 || m.unread()) && held[dv]:
+		// NB: a version's data never changes, so the bytes under its
+		// key are m's.
+		return flagInlineV, dv, nil
 	case len(data) > 0:
-		if err := b.Set(inlineVersionKey(bucket, key, m.Version), data, nil); err != nil {
-			return 0, err
+		if err := b.Set(inlineVersionKey(bucket, key, dv), data, nil); err != nil {
+			return 0, Version{}, err
 		}
-		return flagInlineV, nil
+		held[dv] = true
+		return flagInlineV, dv, nil
 	case m.unread() || (was != nil && was.unread()):
-		return 0, errors.New("a manifest read without its inline data written where its data must move")
+		return 0, Version{}, errors.New("a manifest read without its inline data written where its data must move")
 	}
-	return 0, nil
+	return 0, Version{}, nil
 }

@@ -267,6 +267,12 @@ func TestFirstLayoutReadAndMoved(t *testing.T) {
 // store holds reads back the data it was written with, and the inline
 // records are exactly those of the versions held (none left behind).
 func TestInlineRecordsFollowVersions(t *testing.T) {
+	switches := 0
+	defer func() {
+		if !t.Failed() && switches == 0 {
+			t.Error("no switch was tried")
+		}
+	}()
 	ctx := context.Background()
 	for seed := int64(1); seed <= 20; seed++ {
 		s := openMem(t, nil, "n1")
@@ -280,7 +286,7 @@ func TestInlineRecordsFollowVersions(t *testing.T) {
 			}
 			ts++
 			var m *Manifest
-			switch op := rng.Intn(7); {
+			switch op := rng.Intn(8); {
 			case op <= 1:
 				data[ts] = fmt.Sprintf("data %d", ts)
 				m = inline("b", "k", ts, data[ts])
@@ -303,6 +309,13 @@ func TestInlineRecordsFollowVersions(t *testing.T) {
 				if _, err := s.DropPrevious(ctx, "b", "k", cur.Version, nil); err != nil {
 					t.Fatal(err)
 				}
+			case op == 7 && cur != nil && len(cur.Inline) > 0:
+				// NB: a repair switch: the same data, named by the version
+				// that wrote it.
+				data[ts] = string(cur.Inline)
+				m = inline("b", "k", ts, data[ts])
+				m.DataOf = cur.DataVersion()
+				switches++
 			}
 			if m != nil {
 				if _, err := s.PutManifest(ctx, m); err != nil {
@@ -322,10 +335,79 @@ func TestInlineRecordsFollowVersions(t *testing.T) {
 					t.Fatalf("seed %d step %d: version %d reads %q, was written with %q", seed, step, v.Version.TS, v.Inline, data[v.Version.TS])
 				}
 				if len(v.Inline) > 0 {
-					want[fmt.Sprintf("w:k@%d", v.Version.TS)] = string(v.Inline)
+					want[fmt.Sprintf("w:k@%d", v.DataVersion().TS)] = string(v.Inline)
 				}
 			}
 			wantRecords(t, s, fmt.Sprintf("seed %d step %d", seed, step), want)
 		}
+	}
+}
+
+// A repair switch (a new version with its predecessor's data, DataOf)
+// onto a server that holds that data writes none of it again: the data
+// stays under the key of the version that wrote it, through the drop of
+// that version and a second switch, until a write of new data and its
+// confirmation leave no version naming it. A server that never held the
+// data stores it under that same key.
+func TestSwitchKeepsDataUnderItsWriter(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	data := string(bytes.Repeat([]byte("d"), 32<<10))
+	put := func(m *Manifest) (wal uint64) {
+		t.Helper()
+		before := s.db.Metrics().WAL.BytesIn
+		if _, err := s.PutManifest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		return s.db.Metrics().WAL.BytesIn - before
+	}
+	read := func(step string) {
+		t.Helper()
+		if m, err := s.GetManifest(ctx, "b", "k"); err != nil || string(m.Inline) != data {
+			t.Fatalf("%s: GetManifest: %v, want the data", step, err)
+		}
+		if raw, err := s.LookupRaw(ctx, "b", "k", true); err != nil || string(raw.Current.Inline) != data {
+			t.Fatalf("%s: LookupRaw read %d bytes (%v), want the data", step, len(raw.Current.Inline), err)
+		}
+	}
+	switchOf := func(m *Manifest, ts int64) *Manifest {
+		sw := inline("b", "k", ts, data)
+		sw.DataOf = m.DataVersion()
+		return sw
+	}
+	v1 := inline("b", "k", 1, data)
+	put(v1)
+	sw := switchOf(v1, 2)
+	if wal := put(sw); wal >= 16<<10 {
+		t.Errorf("the switch wrote %d bytes to the log, want its records alone (the data is %d bytes)", wal, len(data))
+	}
+	read("switched")
+	if _, err := s.DropPrevious(ctx, "b", "k", sw.Version, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, s, "first version dropped", map[string]string{"w:k@1": data})
+	read("first version dropped")
+	sw2 := switchOf(sw, 3)
+	put(sw2)
+	if _, err := s.DropPrevious(ctx, "b", "k", sw2.Version, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, s, "second switch", map[string]string{"w:k@1": data})
+	read("second switch")
+
+	put(inline("b", "k", 4, "new"))
+	if _, err := s.DropPrevious(ctx, "b", "k", ver(4), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, s, "overwritten", map[string]string{"w:k@4": "new"})
+
+	// A server that never held the first version.
+	o := openMem(t, nil, "n4")
+	if _, err := o.PutManifest(ctx, switchOf(v1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, o, "a new holder", map[string]string{"w:k@1": data})
+	if m, err := o.GetManifest(ctx, "b", "k"); err != nil || string(m.Inline) != data {
+		t.Fatalf("a new holder read %d bytes (%v), want the data", len(m.Inline), err)
 	}
 }

@@ -103,11 +103,12 @@ func (s *Store) LookupRaw(ctx context.Context, bucket, key string, inline bool) 
 		if home == homeVersion {
 			var v struct {
 				Version Version `json:"version"`
+				DataOf  Version `json:"data_of"`
 			}
 			if err := decodeValue(val, &v); err != nil {
 				return RawLookup{}, fmt.Errorf("%w: manifest %s/%s: %w", ErrCorruptRecord, bucket, key, err)
 			}
-			m.Version = v.Version
+			m.Version, m.DataOf = v.Version, v.DataOf
 		}
 		if err := s.loadInline(bucket, key, m); err != nil {
 			return RawLookup{}, err

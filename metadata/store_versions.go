@@ -522,10 +522,29 @@ func (s *Store) stageVersions(b *pebble.Batch, bucket, key string, oldCur *Manif
 	// The versions stored before the write, by version: where their
 	// inline data is (placeInline) and what goes with them.
 	was := map[Version]*Manifest{}
+	held := map[Version]bool{} // data keys that hold data (placeInline)
 	for _, m := range append([]*Manifest{oldCur}, oldPrev...) {
 		if m != nil {
 			was[m.Version] = m
+			if m.home == homeVersion {
+				held[m.DataVersion()] = true
+			}
 		}
+	}
+	// keptData: the data keys the records after the write name, which
+	// stay whatever version is dropped (a repair switch's new version
+	// names its predecessor's).
+	keptData := map[Version]bool{}
+	record := func(m *Manifest, inl byte, dv Version) *Manifest {
+		r := withoutInline(m)
+		r.DataOf = Version{}
+		if inl == flagInlineV {
+			keptData[dv] = true
+			if dv != m.Version {
+				r.DataOf = dv
+			}
+		}
+		return r
 	}
 
 	mk := manifestKey(bucket, key)
@@ -535,7 +554,7 @@ func (s *Store) stageVersions(b *pebble.Batch, bucket, key string, oldCur *Manif
 			return fail(err)
 		}
 	} else {
-		inl, err := s.placeInline(b, bucket, key, newCur, was[newCur.Version], true)
+		inl, dv, err := s.placeInline(b, bucket, key, newCur, was[newCur.Version], true, held)
 		if err != nil {
 			return fail(err)
 		}
@@ -547,7 +566,7 @@ func (s *Store) stageVersions(b *pebble.Batch, bucket, key string, oldCur *Manif
 		if len(newPrev) > 0 {
 			flags |= flagPrevious
 		}
-		val, err := encodeValue(flags, withoutInline(newCur))
+		val, err := encodeValue(flags, record(newCur, inl, dv))
 		if err != nil {
 			return fail(err)
 		}
@@ -567,13 +586,16 @@ func (s *Store) stageVersions(b *pebble.Batch, bucket, key string, oldCur *Manif
 	for _, p := range newPrev {
 		keepPrev[p.Version] = true
 		if holdsVersion(p.Version, nil, oldPrev) {
+			if w := was[p.Version]; w != nil && w.home == homeVersion {
+				keptData[w.DataVersion()] = true
+			}
 			continue // NB: its record and data stay as they are
 		}
-		inl, err := s.placeInline(b, bucket, key, p, was[p.Version], false)
+		inl, dv, err := s.placeInline(b, bucket, key, p, was[p.Version], false, held)
 		if err != nil {
 			return fail(err)
 		}
-		val, err := encodeValue(prevFlags(p)|inl, withoutInline(p))
+		val, err := encodeValue(prevFlags(p)|inl, record(p, inl, dv))
 		if err != nil {
 			return fail(err)
 		}
@@ -598,8 +620,9 @@ func (s *Store) stageVersions(b *pebble.Batch, bucket, key string, oldCur *Manif
 		}
 	}
 	for v, m := range was {
-		if m.home == homeVersion && !keepPrev[v] && (newCur == nil || newCur.Version != v) {
-			if err := b.Delete(inlineVersionKey(bucket, key, v), nil); err != nil {
+		if m.home == homeVersion && !keepPrev[v] && (newCur == nil || newCur.Version != v) && !keptData[m.DataVersion()] {
+			keptData[m.DataVersion()] = true // NB: deleted once is enough
+			if err := b.Delete(inlineVersionKey(bucket, key, m.DataVersion()), nil); err != nil {
 				return fail(err)
 			}
 		}

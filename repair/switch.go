@@ -79,6 +79,12 @@ func (w *Worker) newSwitch(v nodeView, old *metadata.Manifest, rebuilt map[int]N
 		writer = noncurrentWriter(w.cfg.NodeID)
 	}
 	op.nm.Version = metadata.Version{TS: old.Version.TS + 1, Writer: writer}
+	if len(old.Inline) > 0 {
+		// NB: the same bytes: the servers that hold them keep them under
+		// the key of the version that wrote them (metadata.Manifest.DataOf)
+		// instead of writing them again.
+		op.nm.DataOf = old.DataVersion()
+	}
 	for _, id := range old.Placement {
 		if op.addr(id) != "" {
 			op.oldLive = append(op.oldLive, id)

@@ -293,6 +293,9 @@ func TestInlineBatchOneCallPerServer(t *testing.T) {
 		if sw.Version.Writer != repairWriter("n0") || string(sw.Inline) != string(m.Inline) || slices.Contains(sw.Placement, "n8") {
 			t.Fatalf("%s: switch %+v, want n0's with the object's data, off n8", m.Key, sw)
 		}
+		if sw.DataOf != m.Version {
+			t.Fatalf("%s: switch names its data as version %v's, want %v's, which wrote it", m.Key, sw.DataOf, m.Version)
+		}
 		if told := c.confirmedOn(t, m.Key, sw.Version); !slices.Equal(told, ids) {
 			t.Fatalf("%s: %v told its switch is confirmed, want its holders %v", m.Key, told, ids)
 		}
