@@ -96,11 +96,22 @@ func Shared(m *Manifest, self, peer string) bool {
 type Digests struct {
 	self  string
 	peers map[string]*RangeSums
+	roots map[string]Sum // Root of peers' sums, until they change
 }
 
 // NewDigests returns empty digests of the server self.
 func NewDigests(self string) *Digests {
-	return &Digests{self: self, peers: map[string]*RangeSums{}}
+	return &Digests{self: self, peers: map[string]*RangeSums{}, roots: map[string]Sum{}}
+}
+
+// Root returns Peer(peer).Root(), computed once per change of the sums.
+func (d *Digests) Root(peer string) Sum {
+	if r, ok := d.roots[peer]; ok {
+		return r
+	}
+	r := d.Peer(peer).Root()
+	d.roots[peer] = r
+	return r
 }
 
 // Toggle adds m (a current manifest) to the sums of every peer it is
@@ -120,6 +131,7 @@ func (d *Digests) Toggle(m *Manifest) {
 			s = new(RangeSums)
 			d.peers[id] = s
 		}
+		delete(d.roots, id)
 		s[r][0] ^= sum[0]
 		s[r][1] ^= sum[1]
 	}

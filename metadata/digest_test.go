@@ -319,3 +319,39 @@ func TestRootSeesEveryDifference(t *testing.T) {
 		t.Error("ParseSum accepted a bad sum")
 	}
 }
+
+// RangeRoot follows every change of the sums it stands for: a write
+// shared with the peer changes it, its removal brings it back, and a
+// write the peer does not share leaves it as it was.
+func TestRangeRootFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, nil, "n1")
+	root := func() Sum {
+		t.Helper()
+		r := s.RangeRoot("n2")
+		if want := s.RangeDigest("n2").Root(); r != want {
+			t.Fatalf("RangeRoot %v, want the digest's root %v", r, want)
+		}
+		return r
+	}
+	empty := root()
+	if _, err := s.PutManifest(ctx, obj("b", "k", 10, nodes3, "p1")); err != nil {
+		t.Fatal(err)
+	}
+	one := root()
+	if one == empty {
+		t.Fatal("a manifest shared with n2 left the root as it was")
+	}
+	if _, err := s.PutManifest(ctx, obj("b", "other", 10, []string{"n1", "n3", "n4"}, "p2")); err != nil {
+		t.Fatal(err)
+	}
+	if root() != one {
+		t.Fatal("a manifest n2 does not share changed its root")
+	}
+	if _, err := s.PutManifest(ctx, tomb("b", "k", 20)); err != nil {
+		t.Fatal(err)
+	}
+	if root() != empty {
+		t.Fatal("with the shared manifest deleted, the root is not the empty set's")
+	}
+}

@@ -70,6 +70,15 @@ func (s *Store) RangeDigest(peer string) *RangeSums {
 	return s.mu.digests.Peer(peer)
 }
 
+// RangeRoot returns the root of RangeDigest(peer) (RangeSums.Root),
+// kept until the sums change: an idle cluster's servers compare roots
+// with every peer each sync interval, and a root is a hash of 64 KiB.
+func (s *Store) RangeRoot(peer string) Sum {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.digests.Root(peer)
+}
+
 // RangeEntries returns the manifests this server shares with peer whose
 // keys fall in ranges, by range then key. Writes made meanwhile may or
 // may not be seen.

@@ -245,6 +245,17 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 			s.notePeerSync(id, shardrpc.PeerSync{Compared: metadata.DigestRanges, At: s.now().UTC().Format(time.RFC3339Nano)})
 			continue
 		}
+		if !full && s.inStepSince(id, t0.Add(-s.interval)) {
+			// NB: the peer compared with us within the interval and found
+			// us in step (NotePeerInStep): its answer stands for ours.
+			s.mu.Lock()
+			if c := s.cursors[id]; c != nil {
+				s.cursors[id] = &peerCursor{next: c.next}
+			}
+			s.mu.Unlock()
+			s.notePeerSync(id, shardrpc.PeerSync{Compared: metadata.DigestRanges, At: s.now().UTC().Format(time.RFC3339Nano)})
+			continue
+		}
 		if !full {
 			s.mu.Lock()
 			cur = s.cursors[id]

@@ -635,3 +635,58 @@ func TestAntiEntropyFullSyncListsWhatLasts(t *testing.T) {
 		}
 	}
 }
+
+// A periodic pass leaves out the peers that compared their digests with
+// this server within the last interval and found them in step (the
+// shard server's side of the exchange, NotePeerInStep): the set two
+// servers share is the same from either side. Once that answer is older
+// than an interval the peer is asked again; a full sync asks everyone.
+func TestAntiEntropyPeriodicTrustsPeersInStep(t *testing.T) {
+	c := newAECluster(9, 100)
+	var mu sync.Mutex
+	shards := digestCalls{aeShards: aeShards{c}, mu: &mu, n: map[string]int{}, before: func(string, int) {}}
+	cfg := DefaultConfig()
+	cfg.NodeID = "n0"
+	w, err := New(cfg, c, c, shards, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(10000, 0)
+	w.now = func() time.Time { return now }
+	asked := func(step string, want map[string]int) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 1; i < 9; i++ {
+			addr := fmt.Sprintf("a%d", i)
+			if shards.n[addr] != want[addr] {
+				t.Errorf("%s: %s asked for its digest %d times, want %d", step, addr, shards.n[addr], want[addr])
+			}
+		}
+	}
+	w.NotePeerInStep("n3")
+	w.NotePeerInStep("n5")
+	now = now.Add(cfg.SyncInterval / 2)
+	var win syncWindow
+	if _, err := w.syncer.pass(context.Background(), true, &win); err != nil {
+		t.Fatal(err)
+	}
+	asked("a pass within the interval", map[string]int{"a1": 1, "a2": 1, "a4": 1, "a6": 1, "a7": 1, "a8": 1})
+
+	now = now.Add(cfg.SyncInterval)
+	if _, err := w.syncer.pass(context.Background(), true, &win); err != nil {
+		t.Fatal(err)
+	}
+	asked("a pass an interval later", map[string]int{"a1": 2, "a2": 2, "a3": 1, "a4": 2, "a5": 1, "a6": 2, "a7": 2, "a8": 2})
+
+	w.NotePeerInStep("n3")
+	if _, err := w.syncer.pass(context.Background(), false, &win); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n3 := shards.n["a3"]
+	mu.Unlock()
+	if n3 != 2 {
+		t.Errorf("a full sync asked a3 %d times in all, want 2 (it asks everyone)", n3)
+	}
+}

@@ -132,6 +132,17 @@ func (w *Worker) NoteWrite(m *metadata.Manifest) {
 	}
 }
 
+// NotePeerInStep tells the worker that peer compared its range digest
+// with this server's just now and found them equal (the shard server's
+// side of a digest exchange). The periodic sync leaves that peer out
+// for an interval: the shared set is the same seen from either side,
+// and two servers that each asked the other every interval made twice
+// the exchanges an idle cluster needs. A peer that found a difference
+// is not noted, so this server compares (and pulls) itself.
+func (w *Worker) NotePeerInStep(peer string) {
+	w.syncer.noteInStep(peer, w.now())
+}
+
 // noteWrite notes m (see NoteWrite); it reports whether m's placement
 // names a server not live.
 func (q *mrfHealer) noteWrite(m *metadata.Manifest) (missed bool) {

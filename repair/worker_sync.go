@@ -90,6 +90,29 @@ type syncer struct {
 	// cursors are, per peer, what the last periodic pass left for the next
 	// (peerCursor: where its listing goes on, the ranges it saw differ).
 	cursors map[string]*peerCursor
+	// inStep holds, per peer, when it last compared its digest with this
+	// server's and found them equal (NotePeerInStep).
+	inStep map[string]time.Time
+}
+
+// noteInStep records that peer found its shared set equal to this
+// server's at t.
+func (s *syncer) noteInStep(peer string, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inStep == nil {
+		s.inStep = map[string]time.Time{}
+	}
+	s.inStep[peer] = t
+}
+
+// inStepSince reports whether peer found its shared set equal to this
+// server's at or after t.
+func (s *syncer) inStepSince(peer string, t time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.inStep[peer]
+	return ok && !at.Before(t)
 }
 
 // busyPasses is how many periodic passes in a row are left out while

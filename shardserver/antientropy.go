@@ -16,19 +16,21 @@ func (s *Server) syncDigest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: peer is required", shardrpc.ErrBadRequest))
 		return
 	}
-	sums := s.meta.RangeDigest(peer)
 	if x := r.URL.Query().Get(shardrpc.ParamRoot); x != "" {
 		root, err := metadata.ParseSum(x)
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("%w: %w", shardrpc.ErrBadRequest, err))
 			return
 		}
-		if root == sums.Root() {
+		if root == s.meta.RangeRoot(peer) {
+			if s.cfg.OnInStep != nil {
+				s.cfg.OnInStep(peer)
+			}
 			shardrpc.WriteJSON(w, http.StatusOK, shardrpc.SyncDigest{Same: true})
 			return
 		}
 	}
-	b, err := sums.MarshalBinary()
+	b, err := s.meta.RangeDigest(peer).MarshalBinary()
 	if err != nil {
 		s.fail(w, r, err)
 		return

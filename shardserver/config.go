@@ -85,6 +85,11 @@ type Config struct {
 	// here (cmd wires it to the repair worker's queue of writes that
 	// missed a down server, repair.Worker.NoteWrite). It must not block.
 	OnStored func(m *metadata.Manifest)
+	// OnInStep, if set, is told of every peer that compared its range
+	// digest with this server's and found them equal (cmd wires it to
+	// repair.Worker.NotePeerInStep, which then leaves that peer out of
+	// its next periodic comparison). It must not block.
+	OnInStep func(peer string)
 	// OnDrain advertises a changed drain flag (cmd wires it to the gossip
 	// meta); it runs after the flag is persisted, one call at a time.
 	// Nil: nothing to tell.

@@ -232,6 +232,11 @@ func runShard(ctx context.Context, args []string, stdout io.Writer) error {
 			w.NoteWrite(m)
 		}
 	}
+	cfg.OnInStep = func(peer string) {
+		if w := mrf.Load(); w != nil {
+			w.NotePeerInStep(peer)
+		}
+	}
 	// NB: confirm jobs run from srv.Run, which starts after node is set.
 	var node *cluster.Node
 	cfg.Peers = func(id string) (string, bool) {
