@@ -41,6 +41,10 @@ type scheduler struct {
 	batchCosts []Cost
 	// costBuf is status's buffer for the queued jobs' costs.
 	costBuf []Cost
+	// remaining and remainingAt are status's last estimate of the queue's
+	// time and when it was made (reused for a large queue: see status).
+	remaining   float64
+	remainingAt time.Time
 	// batchStale: batch.Predicted misses jobs or peer reports since it
 	// was made (predictBatch).
 	batchStale bool
@@ -342,11 +346,20 @@ func (s *scheduler) status(st *shardrpc.RepairStatus, cm CostModel) {
 	// (admin repair watch, the host peers of every scan) while a dead
 	// server's tens of thousands of jobs are queued, and two fresh copies
 	// of the queue per call were megabytes of garbage each time.
-	s.costBuf = s.queue.costs(s.costBuf[:0])
-	st.Repair.Remaining = cm.Batch(s.costBuf, s.workers, s.lastShare, s.peerList())
-	if cap(s.costBuf) > 4*len(s.costBuf)+1024 {
-		s.costBuf = nil // the queue shrank: let the big buffer go
+	// NB: the estimate goes over every queued job; for a dead server's
+	// tens of thousands it was 8% of a server's CPU mid-repair with
+	// `admin repair watch` asking every second (BENCHMARKS.md, eleventh
+	// run). A large queue's estimate is kept for remainingFor: its time
+	// moves by seconds a second.
+	now := s.now()
+	if s.queue.len() < remainingCached || now.Sub(s.remainingAt) >= remainingFor || now.Before(s.remainingAt) {
+		s.costBuf = s.queue.costs(s.costBuf[:0])
+		s.remaining, s.remainingAt = cm.Batch(s.costBuf, s.workers, s.lastShare, s.peerList()), now
+		if cap(s.costBuf) > 4*len(s.costBuf)+1024 {
+			s.costBuf = nil // the queue shrank: let the big buffer go
+		}
 	}
+	st.Repair.Remaining = s.remaining
 	if s.batch != nil {
 		s.predictBatch(cm)
 		b := *s.batch
@@ -359,6 +372,13 @@ func (s *scheduler) status(st *shardrpc.RepairStatus, cm CostModel) {
 	}
 	st.Recent = append(st.Recent, s.recent...)
 }
+
+// A queue of remainingCached jobs or more has its time estimated at most
+// once per remainingFor (scheduler.status).
+const (
+	remainingCached = 4096
+	remainingFor    = 5 * time.Second
+)
 
 // jobs returns the queued jobs (tests).
 func (s *scheduler) jobs() []*job {

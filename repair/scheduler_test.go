@@ -171,3 +171,44 @@ func TestSchedulerWakesRunners(t *testing.T) {
 	default:
 	}
 }
+
+// The status's time estimate goes over every queued job: a large queue's
+// is made at most once per remainingFor (the status is asked for every
+// second while a dead server's tens of thousands of jobs wait), a small
+// queue's at every call.
+func TestStatusEstimateOfALargeQueueKept(t *testing.T) {
+	now := time.Unix(1000, 0)
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScheduler(DefaultConfig(), func() time.Time { return now }, m)
+	add := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			if !s.add(&job{bucket: "b", key: fmt.Sprintf("k%06d", i), lost: []int{1}, cost: Cost{Seconds: 1, CPU: 1}}, 1) {
+				t.Fatalf("job %d not queued", i)
+			}
+		}
+	}
+	remaining := func() float64 {
+		var st shardrpc.RepairStatus
+		s.status(&st, DefaultCostModel())
+		return st.Repair.Remaining
+	}
+	add(0, 10)
+	small := remaining()
+	add(10, 10)
+	if r := remaining(); r <= small {
+		t.Fatalf("a small queue's estimate went from %v to %v as it doubled, want it made afresh", small, r)
+	}
+	add(20, remainingCached)
+	large := remaining()
+	add(20+remainingCached, 1000)
+	if r := remaining(); r != large {
+		t.Fatalf("a large queue's estimate was made again within %v: %v, then %v", remainingFor, large, r)
+	}
+	now = now.Add(remainingFor)
+	if r := remaining(); r <= large {
+		t.Fatalf("%v later the estimate is %v, want more than %v (1,000 jobs more)", remainingFor, r, large)
+	}
+}
