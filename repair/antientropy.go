@@ -88,6 +88,21 @@ type peerDiff struct {
 // passes at worst (+lastingPasses for a range writes keep changing).
 const periodicRanges = 16
 
+// periodicEntries bounds a periodic pass's listing per peer by the keys
+// it reads rather than by ranges alone: a range holds a 4,096th of what
+// a server holds, so 16 ranges were ~45 keys each at a quarter million
+// objects and ~180 at a million, and while a repair streams through
+// every range the passes of peers whose queues had drained listed four
+// times as much per pass for four times as long (the million's repair
+// took 1.87 times as long per group as the quarter million's; peers'
+// listings were a fifth of a server's CPU). A pass lists as many ranges
+// as fit in this many entries at the density its last listing found
+// (peerCursor.limit), at least one and at most periodicRanges, so its
+// cost stays the same whatever the server holds; a peer missing many
+// writes then takes more passes at a larger server, which is the
+// safety net's pace, not the write path's (MRF heals those first).
+const periodicEntries = 1024
+
 // pickRanges returns at most limit of ranges (sorted, ascending), the
 // first at or after start and on round from there, and the range to
 // start from next time; limit 0 takes them all.
@@ -149,6 +164,28 @@ func lasting(prev map[int]rangeSeen, ours, theirs *metadata.RangeSums, differing
 type peerCursor struct {
 	next int
 	seen map[int]rangeSeen
+	// perRange is how many entries a range listed with this peer held
+	// last time, on average over both sides (0: none listed yet).
+	perRange float64
+}
+
+// limit is how many ranges a periodic pass lists with the peer:
+// periodicEntries at the density of the last listing, within [1,
+// periodicRanges] (entries 0: periodicRanges).
+func (c *peerCursor) limit(entries int) int {
+	if c == nil || c.perRange <= 0 || entries <= 0 {
+		return periodicRanges
+	}
+	return int(max(1, min(periodicRanges, float64(entries)/c.perRange)))
+}
+
+// keep returns a cursor that goes on from next with nothing seen
+// differing, and what c learnt of the ranges' density.
+func (c *peerCursor) keep(next int) *peerCursor {
+	if c == nil {
+		return &peerCursor{next: next}
+	}
+	return &peerCursor{next: next, perRange: c.perRange}
 }
 
 // comparePeer compares this server's sums for peer id with id's sums for
@@ -163,7 +200,7 @@ func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, ad
 	theirs, same, err := rp.SyncDigest(cctx, addr, self, before.Root())
 	if err != nil || same {
 		if cur != nil && err == nil {
-			cur = &peerCursor{next: cur.next} // in step: nothing differs
+			cur = cur.keep(cur.next) // in step: nothing differs
 		}
 		return peerDiff{}, cur, err
 	}
@@ -189,7 +226,7 @@ func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, ad
 		ranges, seen = lasting(cur.seen, after, theirs, ranges)
 		var next int
 		ranges, next = pickRanges(ranges, cur.next, limit)
-		cur = &peerCursor{next: next, seen: seen}
+		cur = &peerCursor{next: next, seen: seen, perRange: cur.perRange}
 	}
 	if len(ranges) == 0 {
 		return peerDiff{differing: differing}, cur, nil
@@ -201,6 +238,9 @@ func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, ad
 	local, err := rs.RangeEntries(cctx, id, ranges)
 	if err != nil {
 		return peerDiff{}, cur, err
+	}
+	if cur != nil {
+		cur.perRange = float64(len(local)+len(remote)) / float64(2*len(ranges))
 	}
 	return peerDiff{differing: differing, keys: diffEntries(local, remote)}, cur, nil
 }
@@ -250,7 +290,7 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 			// us in step (NotePeerInStep): its answer stands for ours.
 			s.mu.Lock()
 			if c := s.cursors[id]; c != nil {
-				s.cursors[id] = &peerCursor{next: c.next}
+				s.cursors[id] = c.keep(c.next)
 			}
 			s.mu.Unlock()
 			s.notePeerSync(id, shardrpc.PeerSync{Compared: metadata.DigestRanges, At: s.now().UTC().Format(time.RFC3339Nano)})
@@ -263,7 +303,7 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 			if cur == nil {
 				cur = &peerCursor{}
 			}
-			limit = periodicRanges
+			limit = cur.limit(s.periodicEntries)
 		}
 		g.Go(func() error {
 			p0 := s.now()

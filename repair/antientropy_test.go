@@ -475,6 +475,66 @@ func TestAntiEntropyPeriodicBoundsListing(t *testing.T) {
 	}
 }
 
+// Where ranges are dense (a larger server), a periodic pass lists fewer
+// of them, so that what it reads stays within periodicEntries whatever the
+// server holds: the first listing, with nothing known of the density,
+// takes periodicRanges; the ones after it as many as fit.
+func TestAntiEntropyPeriodicBoundsEntries(t *testing.T) {
+	const keys, entries = 6000, 10
+	c := newAECluster(9, keys) // ~1.5 keys a range, a few with 4 or more
+	place := c.held["a0"][aeRef(0)].Placement
+	w := newAEWorker(t, c)
+	w.syncer.periodicEntries = entries
+	now := time.Unix(10000, 0)
+	w.now = func() time.Time { return now }
+	count := map[int]int{}
+	for k := range keys {
+		count[rangesOf([]int{k})[0]]++
+	}
+	// n3 missed an overwrite of one key in each of 30 ranges holding 4 keys
+	// or more: a listed range then holds at least 3.5 entries on average
+	// over both sides, and a pass after the first may list 10/3.5 ranges.
+	var missed []int
+	taken := map[int]bool{}
+	for k := 0; k < keys && len(missed) < 30; k++ {
+		r := rangesOf([]int{k})[0]
+		if count[r] < 4 || taken[r] {
+			continue
+		}
+		taken[r] = true
+		m := aeManifest(k, now.Add(-time.Hour).UnixNano(), place)
+		for i := range 9 {
+			if i != 3 {
+				c.held[fmt.Sprintf("a%d", i)][aeRef(k)] = m
+			}
+		}
+		missed = append(missed, k)
+	}
+	const after = 2 // floor(10 / 3.5)
+	var win syncWindow
+	listings := 0
+	for passes := 0; passes < 40 && len(c.puts["a3"]) < len(missed); passes++ {
+		c.listed = map[string][]int{}
+		if _, err := w.syncer.pass(context.Background(), true, &win); err != nil {
+			t.Fatal(err)
+		}
+		got := len(c.listed["a3"])
+		if got == 0 {
+			continue
+		}
+		listings++
+		if listings == 1 && got != periodicRanges {
+			t.Fatalf("first listing took %d ranges of n3, want %d (nothing known of their density)", got, periodicRanges)
+		}
+		if listings > 1 && got > after {
+			t.Fatalf("listing %d took %d ranges of n3 at 4 keys a range or more, want at most %d (%d entries a pass)", listings, got, after, entries)
+		}
+	}
+	if got := len(c.puts["a3"]); got != len(missed) {
+		t.Fatalf("n3 given %d of the %d keys it missed", got, len(missed))
+	}
+}
+
 func TestLasting(t *testing.T) {
 	sum := func(x uint64) metadata.Sum { return metadata.Sum{x, x} }
 	var ours, theirs metadata.RangeSums

@@ -305,7 +305,7 @@ func New(cfg Config, store Store, nodes Membership, shards Shards, opt Options) 
 	now := func() time.Time { return w.now() }
 	w.sched = newScheduler(cfg, now, m)
 	w.syncer = &syncer{self: cfg.NodeID, interval: cfg.SyncInterval, log: log, store: store, shards: shards, m: m,
-		view: w.view, now: now, rebuild: w.enqueue, codes: &w.codes, settle: 2 * time.Second, recheck: time.Second, kickc: make(chan struct{}, 1),
+		view: w.view, now: now, rebuild: w.enqueue, codes: &w.codes, settle: 2 * time.Second, recheck: time.Second, periodicEntries: periodicEntries, kickc: make(chan struct{}, 1),
 		busy: func() bool { return !w.idle() }}
 	w.mrf = &mrfHealer{self: cfg.NodeID, log: log, store: store, shards: shards, view: w.view, now: now,
 		keys: w.syncer, events: opt.Events, live: map[string]bool{}, boot: map[string]int64{},

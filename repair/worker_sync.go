@@ -69,6 +69,9 @@ type syncer struct {
 	// ranges and listing those that lasted (noteDiffering; 1 s, 0: list
 	// every differing range at once).
 	recheck time.Duration
+	// periodicEntries bounds what a periodic pass lists per peer
+	// (periodicEntries, the constant; tests lower it).
+	periodicEntries int
 
 	// busy reports whether this server's repair queue holds jobs
 	// (periodicDue); nil: never. skippedPasses counts the periodic passes
