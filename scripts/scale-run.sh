@@ -189,11 +189,14 @@ sync_pending() {
 log "restart: shard server 1 killed, started again after ${DOWN}s"
 victim_pid=$(jq -r '.shards[0].pid' "$DATA/dev.json")
 mapfile -d '' -t cmdline <"/proc/$victim_pid/cmdline"
+# NB: started again with the environment dev gave it (GOMAXPROCS
+# included): with this script's own, the restarted server ran with two Ps
+# where dev's run with one, and behaved unlike the others in the repair.
+mapfile -d '' -t environ <"/proc/$victim_pid/environ"
 kill -9 "$victim_pid"
 sleep "$DOWN"
-secret=$(jq -r '.cluster_secret' "$DATA/dev.json")
 t0=$(now)
-REGEN_CLUSTER_SECRET=$secret "${cmdline[@]}" >>"$(jq -r '.shards[0].data' "$DATA/dev.json")/shard.log" 2>&1 &
+env -i "${environ[@]}" "${cmdline[@]}" >>"$(jq -r '.shards[0].data' "$DATA/dev.json")/shard.log" 2>&1 &
 restarted=$!
 EXTRA_PIDS+=($restarted)
 victim_id=$(jq -r '.shards[0].id' "$DATA/dev.json")
