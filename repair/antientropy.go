@@ -170,22 +170,19 @@ type peerCursor struct {
 }
 
 // limit is how many ranges a periodic pass lists with the peer:
-// periodicEntries at the density of the last listing, within [1,
+// entries at the density of the last listing, within [1,
 // periodicRanges] (entries 0: periodicRanges).
 func (c *peerCursor) limit(entries int) int {
-	if c == nil || c.perRange <= 0 || entries <= 0 {
+	if c.perRange <= 0 || entries <= 0 {
 		return periodicRanges
 	}
 	return int(max(1, min(periodicRanges, float64(entries)/c.perRange)))
 }
 
-// keep returns a cursor that goes on from next with nothing seen
-// differing, and what c learnt of the ranges' density.
-func (c *peerCursor) keep(next int) *peerCursor {
-	if c == nil {
-		return &peerCursor{next: next}
-	}
-	return &peerCursor{next: next, perRange: c.perRange}
+// inStep returns c for a peer found in step: nothing seen differing, the
+// same place to go on from and what c learnt of the ranges' density.
+func (c *peerCursor) inStep() *peerCursor {
+	return &peerCursor{next: c.next, perRange: c.perRange}
 }
 
 // comparePeer compares this server's sums for peer id with id's sums for
@@ -200,7 +197,7 @@ func comparePeer(ctx context.Context, rs rangeStore, rp rangePeers, self, id, ad
 	theirs, same, err := rp.SyncDigest(cctx, addr, self, before.Root())
 	if err != nil || same {
 		if cur != nil && err == nil {
-			cur = cur.keep(cur.next) // in step: nothing differs
+			cur = cur.inStep()
 		}
 		return peerDiff{}, cur, err
 	}
@@ -290,7 +287,7 @@ func (s *syncer) syncRanges(ctx context.Context, rs rangeStore, rp rangePeers, s
 			// us in step (NotePeerInStep): its answer stands for ours.
 			s.mu.Lock()
 			if c := s.cursors[id]; c != nil {
-				s.cursors[id] = c.keep(c.next)
+				s.cursors[id] = c.inStep()
 			}
 			s.mu.Unlock()
 			s.notePeerSync(id, shardrpc.PeerSync{Compared: metadata.DigestRanges, At: s.now().UTC().Format(time.RFC3339Nano)})

@@ -39,12 +39,11 @@ import (
 
 const (
 	// earlyQueue bounds the notices waiting for an early run: a few
-	// dozen notice batches (shardrpc.MaxBatch versions each), ~3 MiB at
-	// most. Notices come in bursts: every coordinator's switch batch
-	// tells each of its servers at once, while the early runs wait on the
-	// key locks those switches hold; 8,192 dropped 29% of a
-	// million-object repair's notices (eleventh run).
-	earlyQueue = 32768
+	// notice batches (shardrpc.MaxBatch versions each). A queue four
+	// times as long dropped as large a share of a repair's notices
+	// (30-44%, BENCHMARKS.md twelfth run): the early runs fall behind,
+	// they are not hit by bursts, so a longer queue only holds more.
+	earlyQueue = 8192
 	// earlyBatch is how many early runs are taken from the queue at once
 	// and decided in one read pass and one commit
 	// (metadata.Store.DropPreviousManyNoSync): each one alone, two reads
