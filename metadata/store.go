@@ -78,9 +78,14 @@ type Store struct {
 	nodeID string
 	now    func() time.Time
 
-	keyLocks [256]sync.Mutex // striped by hash of the manifest key
-	bucketMu sync.Mutex      // serialises bucket read-modify-writes
-	keyMu    sync.Mutex      // serialises access key read-modify-writes
+	// keyLocks are striped by hash of the manifest key. Batches lock up to
+	// 500 keys (lockKeys): with 256 stripes one took most of them, and a
+	// repair's early confirmations waited for the stripes in 20 of 30
+	// goroutine dumps (BENCHMARKS.md, twelfth run); 4,096 stripes leave
+	// a batch about a tenth.
+	keyLocks [4096]sync.Mutex
+	bucketMu sync.Mutex // serialises bucket read-modify-writes
+	keyMu    sync.Mutex // serialises access key read-modify-writes
 
 	// Where each queue's first live key is (queue_floor.go).
 	confirmFloor, gcFloor, tombFloor queueFloor

@@ -111,7 +111,7 @@ func (s *Server) confirmed(w http.ResponseWriter, r *http.Request) {
 		if current && previous {
 			s.notes.add(v)
 			if req.Switch {
-				s.expedite(v)
+				s.expedite(r.Context(), v)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"testing"
 	"time"
 
@@ -239,6 +240,63 @@ func TestOnlySwitchNoticesExpedite(t *testing.T) {
 	}
 	if n := len(ce.srv.early); n != 1 {
 		t.Fatalf("a switch's notice queued %d early runs, want one", n)
+	}
+}
+
+// TestFullEarlyQueueHoldsSwitchNotices: a repair switch's notice that
+// finds the early queue full waits for room instead of being dropped, so
+// the repair that waits for its answer goes no faster than the early
+// runs; one whose request ends first is dropped (its job runs when due).
+func TestFullEarlyQueueHoldsSwitchNotices(t *testing.T) {
+	ce := newConfirmEnv(t)
+	ctx := context.Background()
+	v1, v2 := wide(1, "p1"), wide(2, "p2")
+	ce.putManifest(t, v1)
+	ce.putManifest(t, v2)
+	filler := shardrpc.VersionRef{Bucket: "b", Key: "filler"}
+	for len(ce.srv.early) < cap(ce.srv.early) {
+		ce.srv.early <- filler
+	}
+	ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v2.Version}
+	sent := make(chan error, 1)
+	go func() { sent <- ce.client.SwitchConfirmed(ctx, ce.addr, []shardrpc.VersionRef{ref}) }()
+	select {
+	case err := <-sent:
+		t.Fatalf("the notice was answered (%v) while the queue was full", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	<-ce.srv.early // room for one
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	var last shardrpc.VersionRef
+	for len(ce.srv.early) > 0 {
+		last = <-ce.srv.early
+	}
+	if last != ref {
+		t.Fatalf("the queue ends with %+v, want the notice that waited", last)
+	}
+	if got := testutil.ToFloat64(ce.srv.m.earlyNotices.WithLabelValues("waited")); got != 1 {
+		t.Fatalf("%v notices counted as waited, want 1", got)
+	}
+
+	for len(ce.srv.early) < cap(ce.srv.early) {
+		ce.srv.early <- filler
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := ce.client.SwitchConfirmed(short, ce.addr, []shardrpc.VersionRef{ref}); err == nil {
+		t.Fatal("a notice into a full queue was answered before its request ended")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(ce.srv.m.earlyNotices.WithLabelValues("dropped")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the notice whose request ended was not counted as dropped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !ce.srv.notes.take(ref) {
+		t.Fatal("the dropped notice's version is not noted for its job")
 	}
 }
 

@@ -30,7 +30,8 @@ import (
 //
 // It is best effort and keeps no state of its own: the job stays queued
 // and, when due, finds nothing left to decide (one read of the current
-// record). A notice dropped because the queue is full, an early run that
+// record). A notice dropped because the queue stayed full through its
+// request, an early run that
 // finds the version not noted or needs to ask the peers, or a drop lost
 // to a crash (early drops are not synced; the job's own run syncs) leave
 // the work to the job, as before. The garbage of what an early run drops
@@ -42,7 +43,8 @@ const (
 	// notice batches (shardrpc.MaxBatch versions each). A queue four
 	// times as long dropped as large a share of a repair's notices
 	// (30-44%, BENCHMARKS.md twelfth run): the early runs fall behind,
-	// they are not hit by bursts, so a longer queue only holds more.
+	// they are not hit by bursts, so a longer queue only holds more; a
+	// full queue now holds the notice back (expedite).
 	earlyQueue = 8192
 	// earlyBatch is how many early runs are taken from the queue at once
 	// and decided in one read pass and one commit
@@ -54,13 +56,26 @@ const (
 	earlyBatch = 256
 )
 
-// expedite queues an early run of the confirm job of a noted version; a
-// full queue drops it (the job runs when due).
-func (s *Server) expedite(v shardrpc.VersionRef) {
+// expedite queues an early run of the confirm job of a noted version.
+// A full queue holds the notice until there is room or ctx is done (then
+// it is dropped and the job runs when due): the repair worker waits for
+// its notices' answers (bounded by its noticeTimeout), so a repair goes
+// no faster than its replaced versions are dropped. Dropping at once, as
+// it did, let 30-44% of a repair's notices through to the jobs a minute
+// later, and the replaced versions they left grew with the repair: 200,000
+// to 300,000 per server twenty minutes into a million objects' repair,
+// and the repair's rate halved (BENCHMARKS.md, twelfth run).
+func (s *Server) expedite(ctx context.Context, v shardrpc.VersionRef) {
 	select {
 	case s.early <- v:
 		s.m.earlyNotices.WithLabelValues("queued").Inc()
+		return
 	default:
+	}
+	select {
+	case s.early <- v:
+		s.m.earlyNotices.WithLabelValues("waited").Inc()
+	case <-ctx.Done():
 		s.m.earlyNotices.WithLabelValues("dropped").Inc()
 	}
 }

@@ -16,7 +16,7 @@ type metrics struct {
 	checksumFailures prometheus.Counter
 	gcDeleted        *prometheus.CounterVec // by reason: replaced, orphan, temp
 	confirms         *prometheus.CounterVec // confirm job outcomes: confirmed, confirmed_early, rolled_back, retried
-	earlyNotices     *prometheus.CounterVec // repair switch notices for an early confirm: queued, dropped (queue full)
+	earlyNotices     *prometheus.CounterVec // repair switch notices for an early confirm: queued, waited (for room), dropped
 	tombstones       *prometheus.CounterVec // tombstone checks by outcome (tombVerdict, kept)
 	requestSeconds   *prometheus.HistogramVec
 }
@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "regen_shard_confirm_jobs_total", Help: "Confirm jobs of replaced manifest versions, by outcome (confirmed; confirmed_early: on a quorum notice, before the job was due; rolled_back, retried).",
 		}, []string{"outcome"}),
 		earlyNotices: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "regen_shard_early_confirm_notices_total", Help: "Repair switch notices taken for an early confirm run, by result (queued; dropped: the queue was full, the job runs when due).",
+			Name: "regen_shard_early_confirm_notices_total", Help: "Repair switch notices taken for an early confirm run, by result (queued; waited: queued once the full queue had room; dropped: the notice's request ended first, the job runs when due).",
 		}, []string{"result"}),
 		tombstones: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regen_shard_tombstone_checks_total", Help: "Tombstone collection checks, by outcome (collected, waiting: a server holds an older version, blocked: a server did not answer, superseded, kept: versions under it).",
