@@ -20,7 +20,6 @@ var allowedImports = map[string][]string{
 	"internal/cluster":   {},
 	"internal/sigv4":     {},
 	"internal/netlimit":  {},
-	"internal/multiraft": {},
 	"internal/s3bench":   {},
 	"internal/s3policy":  {},
 	"internal/connguard": {},
