@@ -201,7 +201,11 @@ func TestCorruptFirstBlockIs409(t *testing.T) {
 	}
 }
 
-func TestCorruptMidStreamSignalsTrailer(t *testing.T) {
+// TestCorruptMidStream: a block that fails its CRC after good ones ends
+// the stream with ErrCorrupt after at most the good prefix: found by the
+// client in a framed stream (what shardrpc's client asks for), by the
+// server, which says so in the trailer, in an unframed one.
+func TestCorruptMidStream(t *testing.T) {
 	e := newEnv(t, nil)
 	data := randBytes(2, 5*testBlock+10)
 	e.put(t, "c2", 1, data)
@@ -221,6 +225,21 @@ func TestCorruptMidStreamSignalsTrailer(t *testing.T) {
 	}
 	if len(got) > 3*testBlock || !bytes.Equal(got, data[:len(got)]) {
 		t.Fatalf("got %d bytes before the error, want at most the good prefix", len(got))
+	}
+
+	// Unframed (a client that predates framing): the server checks.
+	req := httptest.NewRequest(http.MethodGet, shardrpc.ShardPath("c2", 1)+"?offset=0&length=-1", nil)
+	req.SetPathValue("file", "c2")
+	req.SetPathValue("idx", "1")
+	rec := httptest.NewRecorder()
+	e.srv.getShard(rec, req)
+	res := rec.Result()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || res.Trailer.Get(shardrpc.TrailerError) != shardrpc.TrailerCorrupt {
+		t.Fatalf("unframed: status %d, trailer %q; want 200 and %q", res.StatusCode, res.Trailer.Get(shardrpc.TrailerError), shardrpc.TrailerCorrupt)
+	}
+	if len(body) > 3*testBlock || !bytes.Equal(body, data[:len(body)]) {
+		t.Fatalf("unframed: %d bytes before the trailer, want at most the good prefix", len(body))
 	}
 	if n := counterValue(e.srv.m.checksumFailures); n != 1 {
 		t.Fatalf("checksum failures = %v, want 1", n)

@@ -387,6 +387,17 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Write writes, waiting at most Config.WriteIdle (or the server's own
 // deadline, if sooner) for the peer to take the bytes.
 func (c *Conn) Write(p []byte) (int, error) {
+	c.armWrite()
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.active.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// armWrite sets the write deadline of the next write: Config.WriteIdle
+// from now, or the server's own deadline if sooner.
+func (c *Conn) armWrite() {
 	if d := c.l.cfg.WriteIdle; d > 0 {
 		dl := time.Now().Add(d)
 		if own := c.wdl.Load(); own != 0 && own < dl.UnixNano() {
@@ -394,12 +405,42 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 		c.Conn.SetWriteDeadline(dl)
 	}
-	n, err := c.Conn.Write(p)
-	if n > 0 {
-		c.active.Store(time.Now().UnixNano())
-	}
-	return n, err
 }
+
+// readFromPiece is the most ReadFrom sends under one write deadline.
+const readFromPiece = 1 << 20
+
+// ReadFrom lets a file reach the connection's own ReadFrom (sendfile on a
+// TCP connection: net/http passes a *io.LimitedReader over the file), a
+// piece of at most readFromPiece bytes at a time, each waiting at most as
+// long as a Write would. Anything else is copied through Write.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.Conn.(io.ReaderFrom)
+	lr, limited := r.(*io.LimitedReader)
+	if !ok || !limited {
+		return io.Copy(writeOnly{c}, r)
+	}
+	var sent int64
+	for lr.N > 0 {
+		piece := &io.LimitedReader{R: lr.R, N: min(lr.N, readFromPiece)}
+		c.armWrite()
+		n, err := rf.ReadFrom(piece)
+		sent += n
+		lr.N -= n
+		if n > 0 {
+			c.active.Store(time.Now().UnixNano())
+		}
+		if err != nil || n == 0 {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// writeOnly hides a Conn's ReadFrom from io.Copy.
+type writeOnly struct{ c *Conn }
+
+func (w writeOnly) Write(p []byte) (int, error) { return w.c.Write(p) }
 
 // SetReadDeadline ends the body phase: the server governs reads again.
 func (c *Conn) SetReadDeadline(t time.Time) error {

@@ -1,6 +1,7 @@
 package connguard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -438,5 +439,67 @@ func TestLingerConfig(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: valid, want an error", c)
 		}
+	}
+}
+
+// TestReadFromFile: a file range handed to ReadFrom (as net/http hands a
+// response body over a file) arrives whole and from the file's offset, in
+// pieces each under its own write deadline; a stalled client still times
+// it out.
+func TestReadFromFile(t *testing.T) {
+	l := listen(t, Config{WriteIdle: 500 * time.Millisecond})
+	accepted := acceptAll(l)
+	client := dial(t, l)
+	c := <-accepted
+	data := make([]byte, 3*readFromPiece+123)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	const from = 1000
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	want := data[from : len(data)-10]
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(io.LimitReader(client, int64(len(want)))); got <- b }()
+	lr := &io.LimitedReader{R: f, N: int64(len(want))}
+	n, err := c.(*Conn).ReadFrom(lr)
+	if err != nil || n != int64(len(want)) || lr.N != 0 {
+		t.Fatalf("ReadFrom: %d bytes, %v, %d left; want %d, nil, 0", n, err, lr.N, len(want))
+	}
+	if b := <-got; !bytes.Equal(b, want) {
+		t.Fatalf("the client got %d bytes, not the file's range of %d", len(b), len(want))
+	}
+
+	// A client that stops reading: each piece waits at most WriteIdle.
+	big, err := os.CreateTemp(t.TempDir(), "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	if err := big.Truncate(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.(*Conn).ReadFrom(&io.LimitedReader{R: big, N: 64 << 20})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("ReadFrom to a stalled client: %v, want a timeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ReadFrom to a client that never reads did not time out")
 	}
 }

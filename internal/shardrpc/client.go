@@ -79,29 +79,47 @@ func (c *Client) PutShard(ctx context.Context, addr, fileID string, idx int, bod
 
 // GetShard streams length bytes of shard idx of fileID from offset off
 // (length -1: to the end). The reader returns an error wrapping ErrCorrupt
-// if the server meets a checksum failure mid-stream, and one wrapping
+// if a block fails its checksum (met by the server, or by the reader in a
+// framed stream: see frames.go), and one wrapping
 // io.ErrUnexpectedEOF if the stream ends short. The caller must Close it.
 func (c *Client) GetShard(ctx context.Context, addr, fileID string, idx int, off, length int64) (io.ReadCloser, error) {
 	op := fmt.Sprintf("get shard %s.%d", fileID, idx)
 	if err := ValidateShardName(fileID, idx); err != nil {
 		return nil, &NodeError{Addr: addr, Op: op, Err: err}
 	}
-	q := url.Values{ParamOffset: {strconv.FormatInt(off, 10)}, ParamLength: {strconv.FormatInt(length, 10)}}
+	q := url.Values{ParamOffset: {strconv.FormatInt(off, 10)}, ParamLength: {strconv.FormatInt(length, 10)}, ParamFramed: {"1"}}
 	resp, err := c.do(ctx, addr, op, http.MethodGet, ShardPath(fileID, idx), q, nil)
 	if err != nil {
 		return nil, err
 	}
+	bad := func(err error) (io.ReadCloser, error) {
+		resp.Body.Close()
+		return nil, &NodeError{Addr: addr, Op: op, Err: err}
+	}
 	want, perr := strconv.ParseInt(resp.Header.Get(HeaderLength), 10, 64)
 	if perr != nil || want < 0 {
-		resp.Body.Close()
-		return nil, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("bad %s header %q", HeaderLength, resp.Header.Get(HeaderLength))}
+		return bad(fmt.Errorf("bad %s header %q", HeaderLength, resp.Header.Get(HeaderLength)))
 	}
-	return &shardReader{resp: resp, want: want, addr: addr, op: op}, nil
+	r := &shardReader{resp: resp, body: resp.Body, want: want, addr: addr, op: op}
+	if h := resp.Header.Get(HeaderBlockSize); h != "" {
+		bs, err1 := strconv.ParseInt(h, 10, 64)
+		size, err2 := strconv.ParseInt(resp.Header.Get(HeaderSize), 10, 64)
+		if err1 != nil || err2 != nil || bs <= 0 || off+want > size {
+			return bad(fmt.Errorf("bad framing headers: block size %q, size %q for %d bytes from %d", h, resp.Header.Get(HeaderSize), want, off))
+		}
+		if n := framedLength(bs, size, off, want); resp.ContentLength != n {
+			return bad(fmt.Errorf("framed body of %d bytes, want %d", resp.ContentLength, n))
+		}
+		r.body = &frameReader{body: resp.Body, bs: bs, size: size, pos: off, end: off + want}
+	}
+	return r, nil
 }
 
-// shardReader checks a shard stream's length and trailer.
+// shardReader checks a shard stream's length and trailer; a framed
+// stream's blocks are checked by its frameReader.
 type shardReader struct {
 	resp     *http.Response
+	body     io.Reader // resp.Body, or a frameReader over it
 	want, n  int64
 	addr, op string
 	err      error // sticky, once the stream has ended or failed
@@ -111,7 +129,7 @@ func (r *shardReader) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
-	n, err := r.resp.Body.Read(p)
+	n, err := r.body.Read(p)
 	r.n += int64(n)
 	switch {
 	case r.n > r.want:

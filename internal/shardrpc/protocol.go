@@ -41,6 +41,13 @@ const (
 	// TrailerCorrupt for a checksum failure, anything else for I/O errors.
 	TrailerError   = "X-Regen-Error"
 	TrailerCorrupt = "corrupt"
+	// HeaderBlockSize answers a framed shard GET (ParamFramed): the body
+	// is the shard file's own blocks that hold the range, from block
+	// offset/B, each block's data (B bytes, the shard's last block
+	// shorter) followed by its CRC-32C, big-endian; HeaderSize gives the
+	// shard's data size and HeaderLength the range's. A server that does
+	// not know framing sends neither, and the body is the range's data.
+	HeaderBlockSize = "X-Regen-Block-Size"
 )
 
 // Query parameters.
@@ -57,6 +64,10 @@ const (
 	// prefixes too (metadata.ListQuery.Unsure); servers that do not know
 	// it send none.
 	ParamUnsure = "unsure"
+	// ParamFramed=1 asks a shard GET for the file's blocks as stored,
+	// each with its CRC (HeaderBlockSize), which the server sends from
+	// the page cache to the socket (sendfile) and the client verifies.
+	ParamFramed = "framed"
 )
 
 // Error codes carried in ErrorBody.Code and HeaderCode.

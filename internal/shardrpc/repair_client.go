@@ -106,7 +106,7 @@ func (c *Client) RepairHelper(ctx context.Context, addr string, req HelperReques
 		resp.Body.Close()
 		return nil, &NodeError{Addr: addr, Op: op, Err: fmt.Errorf("bad %s header %q", HeaderLength, resp.Header.Get(HeaderLength))}
 	}
-	return &shardReader{resp: resp, want: want, addr: addr, op: op}, nil
+	return &shardReader{resp: resp, body: resp.Body, want: want, addr: addr, op: op}, nil
 }
 
 // StoreRebuilt stores body as rebuilt shard idx of fileID on addr. The
