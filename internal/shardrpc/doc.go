@@ -65,14 +65,24 @@
 //
 // # Shard reads
 //
-// GET of a shard streams data the server has verified block by block. A
-// response announces its length in HeaderLength and is sent chunked so that
-// the server can report, in the TrailerError trailer, a checksum failure
-// it meets after the first bytes are already on the wire. The client's
-// reader turns that trailer into ErrCorrupt and a short stream into
-// io.ErrUnexpectedEOF: it never returns short data as if it were whole.
-// A shard whose first block is already bad answers 409 Corrupt before any
-// body.
+// The client asks for a framed GET (ParamFramed): the server checks the
+// range's first block, so that a shard whose first block is bad answers
+// 409 Corrupt before any body, and sends the file's blocks as stored,
+// each followed by its CRC-32C, with sendfile, from the page cache to the
+// socket (Content-Length, HeaderBlockSize, HeaderSize). The client's
+// reader checks every block before any of its bytes go out (frames.go).
+// Framing took a 64 MiB GET's shard servers from 0.60 to 0.28 CPU seconds
+// per GB: a pread, a CRC and a socket write per 64 KiB block had been 65%
+// of their CPU.
+//
+// An unframed GET (a client that predates framing) streams data the
+// server has verified block by block. Its response announces its length in
+// HeaderLength and is sent chunked so that the server can report, in the
+// TrailerError trailer, a checksum failure it meets after the first bytes
+// are already on the wire. The client's reader turns that trailer, or a
+// framed block whose CRC does not match, into ErrCorrupt and a short
+// stream into io.ErrUnexpectedEOF: it never returns short data as if it
+// were whole.
 //
 // # Durability
 //
