@@ -408,6 +408,10 @@ func (g *Gateway) readParts(ctx context.Context, m *metadata.Manifest, code code
 				OnDegraded: func(d stripe.Degraded) {
 					g.metrics.degraded.Inc()
 					g.metrics.degradedBytes.WithLabelValues(d.Method).Add(float64(d.Bytes))
+					for _, i := range d.Corrupt {
+						g.metrics.corruptShards.Inc()
+						g.log.Warn("shard failed its checksum on read", "file", p.ID, "shard", i, "node", targets[i].Node)
+					}
 				},
 			}, from, to-from, pw)
 			if err == nil && opened != nil {

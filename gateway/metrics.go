@@ -19,6 +19,11 @@ type metrics struct {
 	// degradedBytes are the shard bytes degraded stripe reads fetched, by
 	// method (stripe.MethodDecode, stripe.MethodMSR).
 	degradedBytes *prometheus.CounterVec
+	// corruptShards counts shard reads of GETs that met a block failing
+	// its checksum: framed shard reads are checked here, not on the
+	// shard server, whose regen_shard_checksum_failures_total counts
+	// only what it checks itself.
+	corruptShards prometheus.Counter
 	// panics counts requests whose handler panicked (answered 500).
 	panics prometheus.Counter
 	// listener is the guarded S3 listener once Serve runs (its counts
@@ -35,9 +40,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "regen_s3_request_seconds", Help: "S3 request latency by operation (to the end of the handler; streamed bodies may continue).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}, []string{"op"}),
-		bytesIn:  prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_s3_bytes_in_total", Help: "Object bytes received."}),
-		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_s3_bytes_out_total", Help: "Object bytes sent."}),
-		degraded: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_degraded_stripe_reads_total", Help: "Stripes read without a shard their range needed (decoded, or rebuilt like a repair) because it was missing, slow or corrupt."}),
+		bytesIn:       prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_s3_bytes_in_total", Help: "Object bytes received."}),
+		bytesOut:      prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_s3_bytes_out_total", Help: "Object bytes sent."}),
+		degraded:      prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_degraded_stripe_reads_total", Help: "Stripes read without a shard their range needed (decoded, or rebuilt like a repair) because it was missing, slow or corrupt."}),
+		corruptShards: prometheus.NewCounter(prometheus.CounterOpts{Name: "regen_corrupt_shard_reads_total", Help: "Shard reads of GETs that met a block failing its checksum; the GET was answered from other shards."}),
 		degradedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regen_degraded_read_bytes_total",
 			Help: "Shard bytes fetched to read stripes whose needed shards were missing, slow or corrupt, by method: decode (k chunks) or msr (repair sub-chunks of the other shards).",
@@ -64,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(conns...)
-		reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.degraded, m.degradedBytes, m.panics)
+		reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.degraded, m.degradedBytes, m.corruptShards, m.panics)
 	}
 	return m
 }

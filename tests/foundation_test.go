@@ -458,6 +458,38 @@ func TestCorruptShardIsDetected(t *testing.T) {
 	if got := get(t, c, "rot", "victim", opts); !bytes.Equal(got, data[500:1501]) {
 		t.Fatal("ranged read over the corrupt block returned wrong bytes")
 	}
+
+	// A block past the first of shard 2: the shard server sends it as
+	// stored (framed, with sendfile), and the gateway finds it bad.
+	mid := 0
+	for _, s := range d.info.Shards {
+		filepath.Walk(filepath.Join(s.Data, "shards"), func(p string, fi os.FileInfo, err error) error {
+			if err != nil || fi.IsDir() || !strings.HasSuffix(p, ".2") || fi.Size() < 300_000 {
+				return nil
+			}
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			b := make([]byte, 1)
+			f.ReadAt(b, 250_000) // in the fourth 64 KiB block
+			b[0] ^= 0xff
+			f.WriteAt(b, 250_000)
+			mid++
+			return nil
+		})
+	}
+	if mid < 1 {
+		t.Fatal("found no shard 2 file to corrupt past its first block")
+	}
+	before := d.gatewayCounter(t, "regen_corrupt_shard_reads_total")
+	if got := get(t, c, "rot", "victim", minio.GetObjectOptions{}); sha(got) != sha(data) {
+		t.Fatal("object read wrong bytes with a block of shard 2 corrupt past its first")
+	}
+	if after := d.gatewayCounter(t, "regen_corrupt_shard_reads_total"); after <= before {
+		t.Fatalf("regen_corrupt_shard_reads_total %v -> %v, want it counted", before, after)
+	}
 }
 
 func TestRestartServesSameObjects(t *testing.T) {

@@ -28,6 +28,10 @@ const (
 type Degraded struct {
 	// Bad are the shard indexes that could not be read.
 	Bad []int
+	// Corrupt are those of Bad whose data failed a block's checksum
+	// (shardrpc.ErrCorrupt): a framed shard read is checked by the
+	// reader, so the gateway is where such a failure is seen.
+	Corrupt []int
 	// Method is MethodDecode or MethodMSR.
 	Method string
 	// Bytes are the shard bytes fetched for the stripe, including those of

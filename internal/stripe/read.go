@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/regen-s3/regen/codec"
+	"github.com/regen-s3/regen/internal/shardrpc"
 	"github.com/regen-s3/regen/metadata"
 )
 
@@ -20,7 +21,8 @@ type ReadParams struct {
 	FileID    string
 	Size      int64    // data bytes in the group
 	Targets   []Target // one per shard, in shard order
-	// ShardCRC, when set, is not checked here (servers verify every block);
+	// ShardCRC, when set, is not checked here (every block is checked
+	// by the server, or by the shard client's framed reader);
 	// it is kept for callers that rebuild whole shards.
 	// Depth is how many stripes are fetched ahead of the writer; 0 means 2.
 	Depth int
@@ -327,11 +329,16 @@ func (r *reader) degraded(method string, bytes int64) {
 		return
 	}
 	d := Degraded{Method: method, Bytes: bytes}
+	r.mu.Lock()
 	for i := range r.p.Code.TotalShards() {
-		if r.isBad(i) {
+		if err := r.bad[i]; err != nil {
 			d.Bad = append(d.Bad, i)
+			if errors.Is(err, shardrpc.ErrCorrupt) {
+				d.Corrupt = append(d.Corrupt, i)
+			}
 		}
 	}
+	r.mu.Unlock()
 	r.p.OnDegraded(d)
 }
 
