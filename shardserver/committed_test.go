@@ -258,12 +258,31 @@ func TestFullEarlyQueueHoldsSwitchNotices(t *testing.T) {
 		ce.srv.early <- filler
 	}
 	ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v2.Version}
+	// noted waits until the handler has noted the version, which it does
+	// just before it queues the early run.
+	noted := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ce.srv.notes.mu.Lock()
+			n := len(ce.srv.notes.set)
+			ce.srv.notes.mu.Unlock()
+			if n > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the notice did not reach the handler in 10 s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	sent := make(chan error, 1)
 	go func() { sent <- ce.client.SwitchConfirmed(ctx, ce.addr, []shardrpc.VersionRef{ref}) }()
+	noted()
 	select {
 	case err := <-sent:
 		t.Fatalf("the notice was answered (%v) while the queue was full", err)
-	case <-time.After(100 * time.Millisecond):
+	case <-time.After(200 * time.Millisecond):
 	}
 	<-ce.srv.early // room for one
 	if err := <-sent; err != nil {
@@ -283,9 +302,15 @@ func TestFullEarlyQueueHoldsSwitchNotices(t *testing.T) {
 	for len(ce.srv.early) < cap(ce.srv.early) {
 		ce.srv.early <- filler
 	}
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if !ce.srv.notes.take(ref) {
+		t.Fatal("the notice's version is not noted for its job")
+	}
+	short, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := ce.client.SwitchConfirmed(short, ce.addr, []shardrpc.VersionRef{ref}); err == nil {
+	go func() { sent <- ce.client.SwitchConfirmed(short, ce.addr, []shardrpc.VersionRef{ref}) }()
+	noted()
+	cancel() // the request ends while its notice waits
+	if err := <-sent; err == nil {
 		t.Fatal("a notice into a full queue was answered before its request ended")
 	}
 	deadline := time.Now().Add(10 * time.Second)
