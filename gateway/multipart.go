@@ -172,7 +172,7 @@ func (g *Gateway) writePart(ctx context.Context, u *metadata.Upload, num int, se
 	}
 	res, err := stripe.Write(ctx, g.layer.shards, stripe.WriteParams{
 		Code: code, ChunkSize: u.ChunkSize, FileID: p.ID, Targets: g.layer.targets(u.Placement), Size: stored,
-		Buffers: g.writeBufs,
+		Buffers: g.writeBufs, NewMD5: g.md5For(stored),
 	}, body)
 	if err == nil {
 		err = drain(body)

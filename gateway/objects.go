@@ -361,6 +361,7 @@ func (g *Gateway) writeStriped(ctx context.Context, body io.Reader, size int64, 
 	res, err := stripe.Write(ctx, g.layer.shards, stripe.WriteParams{
 		Code: code, ChunkSize: m.ChunkSize, FileID: fileID,
 		Targets: g.layer.targets(m.Placement), Size: size, Buffers: g.writeBufs,
+		NewMD5: g.md5For(size),
 	}, body)
 	if err != nil {
 		m.Parts = []metadata.Part{{ID: fileID}}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"maps"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	md5simd "github.com/minio/md5-simd"
 
 	"github.com/regen-s3/regen/codec"
 	"github.com/regen-s3/regen/internal/connguard"
@@ -45,6 +47,10 @@ type Gateway struct {
 	bodyMem *bodyMemory
 	// readMem bounds every read's shard buffers (Config.ReadMemory).
 	readMem *stripe.ReadMemory
+	// md5 hashes the ETags of concurrent uploads together, several
+	// bodies per SIMD pass (md5For); set by Serve before it serves, nil
+	// before (g.Test: crypto/md5).
+	md5 md5simd.Server
 }
 
 // New builds a gateway over the given shard servers and membership.
@@ -144,14 +150,36 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.lifecycle.Start(ctx)
 	defer g.lifecycle.Stop()
 	g.metrics.listener.Store(gl)
+	g.md5 = md5simd.NewServer()
 	errc := make(chan error, 1)
 	go func() { errc <- g.app.Listener(gl) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		return g.app.ShutdownWithTimeout(10 * time.Second)
+		err := g.app.ShutdownWithTimeout(10 * time.Second)
+		if err == nil {
+			g.md5.Close() // NB: only once no handler can hash any more
+		}
+		return err
 	}
+}
+
+// md5MultiMin is the smallest body whose ETag goes to the multi-buffer
+// hasher: a hash there costs a round trip to its goroutine, which a small
+// body's few blocks do not repay.
+const md5MultiMin = 256 << 10
+
+// md5For returns the ETag hash maker for a body of size bytes (-1:
+// unknown) for stripe.WriteParams.NewMD5: the multi-buffer hasher for
+// large bodies once serving, nil (crypto/md5) otherwise. MD5 was 35% of
+// the gateway's CPU on 64 MiB PUTs (BENCHMARKS.md, issue 21); one body at
+// a time it runs at one core's MD5 rate whatever the SIMD width.
+func (g *Gateway) md5For(size int64) func() hash.Hash {
+	if g.md5 == nil || (size >= 0 && size < md5MultiMin) {
+		return nil
+	}
+	return func() hash.Hash { return g.md5.NewHash() }
 }
 
 // Test serves one request in memory (for tests of the HTTP surface).

@@ -6,10 +6,12 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -616,4 +618,41 @@ func TestBufPool(t *testing.T) {
 	}
 	putBuf(make([]byte, 3000)) // not a power of two: ignored
 	putBuf(nil)
+}
+
+// closingMD5 is crypto/md5 that records whether it was closed.
+type closingMD5 struct {
+	hash.Hash
+	closed *atomic.Bool
+}
+
+func (c closingMD5) Close() { c.closed.Store(true) }
+
+// TestWriteNewMD5: a write hashes its ETag with WriteParams.NewMD5 when
+// given (the gateway's multi-buffer hasher), and closes a hash that has a
+// Close method once it has its sum.
+func TestWriteNewMD5(t *testing.T) {
+	code, err := codec.Parse("rs-6-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := codec.ChunkSize(code, 4096)
+	data := make([]byte, 3*6*chunk+5)
+	for i := range data {
+		data[i] = byte(rand.IntN(256))
+	}
+	var made int
+	var closed atomic.Bool
+	p := WriteParams{Code: code, ChunkSize: chunk, FileID: "f", Targets: targets(9), Size: int64(len(data)),
+		NewMD5: func() hash.Hash { made++; return closingMD5{Hash: md5.New(), closed: &closed} }}
+	res, err := Write(context.Background(), newMem(), p, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made != 1 || !closed.Load() {
+		t.Fatalf("NewMD5 called %d times, hash closed %v; want once, closed", made, closed.Load())
+	}
+	if res.MD5 != md5.Sum(data) {
+		t.Fatalf("MD5 %x, want %x", res.MD5, md5.Sum(data))
+	}
 }

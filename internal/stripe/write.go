@@ -41,6 +41,10 @@ type WriteParams struct {
 	// StallTimeout aborts a shard whose server accepts no bytes for this
 	// long, so one hung server cannot stall the upload; 0 means 30s.
 	StallTimeout time.Duration
+	// NewMD5, if set, makes the hash of the body's MD5 (the ETag): a
+	// multi-buffer hasher shared by concurrent writes, say. A hash with a
+	// Close method is closed after its Sum. nil: crypto/md5.
+	NewMD5 func() hash.Hash
 }
 
 // WriteResult is what a successful write produced.
@@ -170,7 +174,15 @@ func Write(ctx context.Context, shards Shards, p WriteParams, r io.Reader) (*Wri
 	for i := range n {
 		w.senders[i] = w.startSender(ctx, i)
 	}
-	md := md5.New()
+	var md hash.Hash
+	if p.NewMD5 != nil {
+		md = p.NewMD5()
+	} else {
+		md = md5.New()
+	}
+	if c, ok := md.(interface{ Close() }); ok {
+		defer c.Close()
+	}
 	hashed := make(chan *stripeBuf, p.Depth)
 	hashDone := make(chan struct{})
 	go func() {
