@@ -140,7 +140,6 @@ func (s *Server) getShardFramed(w http.ResponseWriter, r *http.Request, sf *shar
 	if n == 0 {
 		return
 	}
-	src := io.NewSectionReader(sf.f, start, n)
 	var sent int64
 	var err error
 	if seeker, ok := sf.f.(io.Seeker); ok {
@@ -150,7 +149,7 @@ func (s *Server) getShardFramed(w http.ResponseWriter, r *http.Request, sf *shar
 			sent, err = io.Copy(bodyWriter(w), &io.LimitedReader{R: sf.f, N: n})
 		}
 	} else {
-		sent, err = io.Copy(bodyWriter(w), src)
+		sent, err = io.Copy(bodyWriter(w), io.NewSectionReader(sf.f, start, n))
 	}
 	data := length * sent / n // NB: the share of the range's data sent
 	s.m.shardReadBytes.Add(float64(data))
