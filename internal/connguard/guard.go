@@ -221,13 +221,14 @@ func (l *Listener) reclaim() {
 		}
 	}
 	l.mu.Unlock()
+	// NB: counted before they close: a peer that sees its connection end
+	// finds it counted (TestReclaimIdleWhenOutOfDescriptors read the
+	// stats between the two on a loaded machine).
+	l.reclaimed.Add(int64(len(idle)))
 	for _, c := range idle {
 		// NB: at once, without lingering: the server's blocked Read (or
 		// a lingering connection's) fails and it lets go.
 		c.closeNow()
-	}
-	if len(idle) > 0 {
-		l.reclaimed.Add(int64(len(idle)))
 	}
 }
 
