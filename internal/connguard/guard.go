@@ -503,14 +503,18 @@ func (c *Conn) linger() bool {
 	default:
 		return false
 	}
+	// NB: marked before the half-close that ends the peer's reads, so
+	// that a reclaim the peer's EOF may prompt finds it lingering
+	// (TestLingerBounded reclaimed in between on a loaded machine).
+	c.lingers.Store(true)
 	// NB: half-closed before Close returns, so that nothing written
 	// after it goes out (a server that closes a connection to answer
 	// nothing, then writes, must not be heard).
 	if err := cw.CloseWrite(); err != nil {
+		c.lingers.Store(false)
 		<-c.l.lingering
 		return false
 	}
-	c.lingers.Store(true)
 	go func() {
 		defer func() { <-c.l.lingering }()
 		defer c.l.release(c)
