@@ -253,29 +253,33 @@ func TestFullEarlyQueueHoldsSwitchNotices(t *testing.T) {
 	v1, v2 := wide(1, "p1"), wide(2, "p2")
 	ce.putManifest(t, v1)
 	ce.putManifest(t, v2)
-	filler := shardrpc.VersionRef{Bucket: "b", Key: "filler"}
-	for len(ce.srv.early) < cap(ce.srv.early) {
-		ce.srv.early <- filler
+	fill := func() {
+		for len(ce.srv.early) < cap(ce.srv.early) {
+			ce.srv.early <- shardrpc.VersionRef{Bucket: "b", Key: "filler"}
+		}
 	}
-	ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v2.Version}
-	// noted waits until the handler has noted the version, which it does
-	// just before it queues the early run.
-	noted := func() {
+	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for {
-			ce.srv.notes.mu.Lock()
-			n := len(ce.srv.notes.set)
-			ce.srv.notes.mu.Unlock()
-			if n > 0 {
-				return
-			}
+		for !cond() {
 			if time.Now().After(deadline) {
-				t.Fatal("the notice did not reach the handler in 10 s")
+				t.Fatalf("not in 10 s: %s", what)
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// noted waits until the handler has noted the version, which it does
+	// just before it queues the early run.
+	noted := func() {
+		t.Helper()
+		waitUntil("the notice reached the handler", func() bool {
+			ce.srv.notes.mu.Lock()
+			defer ce.srv.notes.mu.Unlock()
+			return len(ce.srv.notes.set) > 0
+		})
+	}
+	fill()
+	ref := shardrpc.VersionRef{Bucket: "b", Key: "k", Version: v2.Version}
 	sent := make(chan error, 1)
 	go func() { sent <- ce.client.SwitchConfirmed(ctx, ce.addr, []shardrpc.VersionRef{ref}) }()
 	noted()
@@ -299,9 +303,7 @@ func TestFullEarlyQueueHoldsSwitchNotices(t *testing.T) {
 		t.Fatalf("%v notices counted as waited, want 1", got)
 	}
 
-	for len(ce.srv.early) < cap(ce.srv.early) {
-		ce.srv.early <- filler
-	}
+	fill()
 	if !ce.srv.notes.take(ref) {
 		t.Fatal("the notice's version is not noted for its job")
 	}
@@ -313,13 +315,9 @@ func TestFullEarlyQueueHoldsSwitchNotices(t *testing.T) {
 	if err := <-sent; err == nil {
 		t.Fatal("a notice into a full queue was answered before its request ended")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for testutil.ToFloat64(ce.srv.m.earlyNotices.WithLabelValues("dropped")) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the notice whose request ended was not counted as dropped")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil("the notice whose request ended counted as dropped", func() bool {
+		return testutil.ToFloat64(ce.srv.m.earlyNotices.WithLabelValues("dropped")) == 1
+	})
 	if !ce.srv.notes.take(ref) {
 		t.Fatal("the dropped notice's version is not noted for its job")
 	}

@@ -116,11 +116,11 @@ func (s *Server) getShard(w http.ResponseWriter, r *http.Request) {
 // process, a CRC or a write per block.
 func (s *Server) getShardFramed(w http.ResponseWriter, r *http.Request, sf *shardFile, fileID string, idx int, off, length int64) {
 	bs := int64(sf.hdr.blockSize)
-	var start, n int64
+	n := shardrpc.FramedLength(bs, sf.size, off, length)
+	var start int64
 	if length > 0 {
-		first, last := off/bs, (off+length-1)/bs
+		first := off / bs
 		start = headerSize + first*(bs+blockCRCSize)
-		n = (last-first)*(bs+blockCRCSize) + min(bs, sf.size-last*bs) + blockCRCSize
 		bp := getSpanBuf(bs + blockCRCSize)
 		_, err := sf.block(first, *bp)
 		putSpanBuf(bp)

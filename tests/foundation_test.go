@@ -426,25 +426,7 @@ func TestCorruptShardIsDetected(t *testing.T) {
 	put(t, c, "rot", "victim", data, minio.PutObjectOptions{DisableMultipart: true})
 	// Flip a byte in the first data block of shard 0 and shard 1 wherever
 	// they are: the object has exactly one shard file with each index.
-	corrupted := 0
-	for _, s := range d.info.Shards {
-		filepath.Walk(filepath.Join(s.Data, "shards"), func(p string, fi os.FileInfo, err error) error {
-			if err != nil || fi.IsDir() || !(strings.HasSuffix(p, ".0") || strings.HasSuffix(p, ".1")) {
-				return nil
-			}
-			f, err := os.OpenFile(p, os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			b := make([]byte, 1)
-			f.ReadAt(b, 1000)
-			b[0] ^= 0xff
-			f.WriteAt(b, 1000)
-			corrupted++
-			return nil
-		})
-	}
+	corrupted := flipShardByte(t, d, 1000, ".0", ".1")
 	// Exactly two unless a loaded machine made gossip flap and the repair
 	// worker copied shards meanwhile; corrupting those copies too is fine.
 	if corrupted < 2 {
@@ -461,25 +443,7 @@ func TestCorruptShardIsDetected(t *testing.T) {
 
 	// A block past the first of shard 2: the shard server sends it as
 	// stored (framed, with sendfile), and the gateway finds it bad.
-	mid := 0
-	for _, s := range d.info.Shards {
-		filepath.Walk(filepath.Join(s.Data, "shards"), func(p string, fi os.FileInfo, err error) error {
-			if err != nil || fi.IsDir() || !strings.HasSuffix(p, ".2") || fi.Size() < 300_000 {
-				return nil
-			}
-			f, err := os.OpenFile(p, os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			b := make([]byte, 1)
-			f.ReadAt(b, 250_000) // in the fourth 64 KiB block
-			b[0] ^= 0xff
-			f.WriteAt(b, 250_000)
-			mid++
-			return nil
-		})
-	}
+	mid := flipShardByte(t, d, 250_000, ".2") // in the fourth 64 KiB block
 	if mid < 1 {
 		t.Fatal("found no shard 2 file to corrupt past its first block")
 	}
@@ -490,6 +454,33 @@ func TestCorruptShardIsDetected(t *testing.T) {
 	if after := d.gatewayCounter(t, "regen_corrupt_shard_reads_total"); after <= before {
 		t.Fatalf("regen_corrupt_shard_reads_total %v -> %v, want it counted", before, after)
 	}
+}
+
+// flipShardByte flips the byte at off of every shard file, on every shard
+// server, whose name ends in one of suffixes (a shard index) and that is
+// longer than off, and returns how many it flipped.
+func flipShardByte(t *testing.T, d *devCluster, off int64, suffixes ...string) int {
+	t.Helper()
+	flipped := 0
+	for _, s := range d.info.Shards {
+		filepath.Walk(filepath.Join(s.Data, "shards"), func(p string, fi os.FileInfo, err error) error {
+			if err != nil || fi.IsDir() || fi.Size() <= off || !slices.ContainsFunc(suffixes, func(x string) bool { return strings.HasSuffix(p, x) }) {
+				return nil
+			}
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			b := make([]byte, 1)
+			f.ReadAt(b, off)
+			b[0] ^= 0xff
+			f.WriteAt(b, off)
+			flipped++
+			return nil
+		})
+	}
+	return flipped
 }
 
 func TestRestartServesSameObjects(t *testing.T) {

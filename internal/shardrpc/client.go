@@ -107,7 +107,7 @@ func (c *Client) GetShard(ctx context.Context, addr, fileID string, idx int, off
 		if err1 != nil || err2 != nil || bs <= 0 || off+want > size {
 			return bad(fmt.Errorf("bad framing headers: block size %q, size %q for %d bytes from %d", h, resp.Header.Get(HeaderSize), want, off))
 		}
-		if n := framedLength(bs, size, off, want); resp.ContentLength != n {
+		if n := FramedLength(bs, size, off, want); resp.ContentLength != n {
 			return bad(fmt.Errorf("framed body of %d bytes, want %d", resp.ContentLength, n))
 		}
 		r.body = &frameReader{body: resp.Body, bs: bs, size: size, pos: off, end: off + want}

@@ -63,16 +63,16 @@ func (f *frameReader) Read(p []byte) (int, error) {
 			if m > 0 {
 				continue
 			}
-		}
-		if f.pos == start && start+blen <= f.end && int64(len(p)-n) >= blen {
-			// The whole block, straight into p; its CRC beside.
-			data := p[n : int64(n)+blen]
-			if err := f.readBlock(data, b); err != nil {
-				return n, err
+			if int64(len(p)-n) >= blen {
+				// Room for the block but not its CRC: the data straight
+				// into p, the CRC beside.
+				if err := f.readBlock(p[n:int64(n)+blen], b); err != nil {
+					return n, err
+				}
+				n += int(blen)
+				f.pos += blen
+				continue
 			}
-			n += int(blen)
-			f.pos += blen
-			continue
 		}
 		if n > 0 {
 			break // NB: hand out what p holds before a partial block
@@ -154,9 +154,10 @@ func (f *frameReader) readBlock(data []byte, b int64) error {
 	return nil
 }
 
-// framedLength is the bytes a framed body of [off, off+length) of a shard
-// of size data bytes in blocks of bs holds.
-func framedLength(bs, size, off, length int64) int64 {
+// FramedLength is the bytes a framed body of [off, off+length) of a shard
+// of size data bytes in blocks of bs holds: what a shard server sends and
+// what its client expects.
+func FramedLength(bs, size, off, length int64) int64 {
 	if length <= 0 {
 		return 0
 	}

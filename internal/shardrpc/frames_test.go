@@ -51,8 +51,8 @@ func TestFrameReaderRanges(t *testing.T) {
 		{2 * bs, 3*bs + 10}, {5 * bs, 10}, {5*bs + 9, 1}, {7, size - 7}, {bs + 5, 2*bs - 10},
 	} {
 		body := framed(data, bs, c.off, c.length)
-		if n := framedLength(bs, size, c.off, c.length); n != int64(len(body)) {
-			t.Fatalf("%+v: framedLength %d, body %d", c, n, len(body))
+		if n := FramedLength(bs, size, c.off, c.length); n != int64(len(body)) {
+			t.Fatalf("%+v: FramedLength %d, body %d", c, n, len(body))
 		}
 		for _, step := range []int{1, 7, bs, bs + 1, 2*bs + 7, 2*bs + 8, 3 * bs, 1 << 12} {
 			f := &frameReader{body: bytes.NewReader(body), bs: bs, size: size, pos: c.off, end: c.off + c.length}
